@@ -1,0 +1,38 @@
+"""flowlib: the exact gradient flow of two-layer (leaky-)ReLU networks.
+
+The flow ``theta' = -grad L(theta)`` is integrated cell by cell (fixed activation pattern) with an adaptive Taylor
+method, and every activation event is located to machine precision; see ``DESIGN.md`` and the README.
+"""
+
+__version__ = "0.1.0"
+
+
+def _mount_source_kernels():
+    """In a source checkout the kernels live in the top-level ``kernels/`` folder, which an installed flowlib
+    has as ``flowlib/kernels`` (DESIGN.md §2; a top-level package named ``kernels`` would collide on PyPI).
+    Mount that folder as ``flowlib.kernels`` when flowlib is imported from the checkout itself."""
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    source = os.path.join(os.path.dirname(here), "kernels", "__init__.py")
+    if "flowlib.kernels" in sys.modules or os.path.isdir(os.path.join(here, "kernels")) \
+            or not os.path.isfile(source):
+        return
+    spec = importlib.util.spec_from_file_location("flowlib.kernels", source,
+                                                  submodule_search_locations=[os.path.dirname(source)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["flowlib.kernels"] = module
+    spec.loader.exec_module(module)
+
+
+_mount_source_kernels()
+
+from flowlib.problem import Params, Problem  # noqa: E402
+from flowlib.result import Event, FlowResult, Status, load  # noqa: E402
+from flowlib.flow import gradient_flow  # noqa: E402
+from flowlib.warmup import warmup  # noqa: E402
+
+__all__ = ["Event", "FlowResult", "Params", "Problem", "Status", "gradient_flow", "load", "warmup",
+           "__version__"]

@@ -1,0 +1,75 @@
+"""Command line: ``flowlib demo`` (integrate a shipped example, print its events, write a plot) and
+``flowlib info`` (versions and Numba settings)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def _demo(args) -> int:
+    import flowlib as fl
+    from flowlib import examples, plots
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print("compiling / loading kernels ...", flush=True)
+    compile_s = fl.warmup()
+    print(f"kernels ready in {compile_s:.2f} s (compilation is cached on disk after the first run)")
+    problem, p0 = examples.EXAMPLES[args.example]()
+    print(f"example {args.example!r}: n = {problem.n}, d = {problem.d}, m = {p0.m}, loss {problem.loss} "
+          f"({problem.reduction}), activation {problem.activation}, bias {problem.bias}, "
+          f"train_outer {problem.train_outer}")
+    res = fl.gradient_flow(problem, p0, args.t_end, rtol=args.rtol, progress=args.progress)
+    print(res.summary())
+    print()
+    print(res.event_table(limit=args.max_rows))
+    figure = out / f"{args.example}.png"
+    plots.overview(res, figure)
+    saved = res.save(out / f"{args.example}.npz")
+    print(f"\nwrote {figure} and {saved}")
+    return 0 if res.success else 1
+
+
+def _info(args) -> int:
+    import numba
+    import numpy
+    import mpmath
+    import scipy
+
+    import flowlib as fl
+
+    print(f"flowlib {fl.__version__}\nnumpy {numpy.__version__}\nnumba {numba.__version__}\n"
+          f"scipy {scipy.__version__}\nmpmath {mpmath.__version__}\npython {sys.version.split()[0]}")
+    print(f"numba cache dir: {numba.config.CACHE_DIR or '(next to the sources / user cache)'}")
+    tick = time.perf_counter()
+    fl.warmup()
+    print(f"kernel warm-up: {time.perf_counter() - tick:.2f} s")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``flowlib`` argument parser."""
+    from flowlib.examples import EXAMPLES
+
+    parser = argparse.ArgumentParser(prog="flowlib", description="Exact gradient flow of two-layer ReLU networks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="integrate a shipped example, print its event table and write a plot")
+    demo.add_argument("--example", choices=sorted(EXAMPLES), default="os-logistic")
+    demo.add_argument("--t-end", type=float, default=100.0, help="final flow time (default 100)")
+    demo.add_argument("--rtol", type=float, default=1e-13)
+    demo.add_argument("--out", default="flowlib-out", help="folder for the plot and the saved result")
+    demo.add_argument("--max-rows", type=int, default=40, help="rows of the event table to print")
+    demo.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
+    demo.set_defaults(run=_demo)
+    info = sub.add_parser("info", help="versions, Numba settings and kernel warm-up time")
+    info.set_defaults(run=_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``flowlib`` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    return args.run(args)

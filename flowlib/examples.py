@@ -1,0 +1,100 @@
+"""Data sets and initialisations from the source papers, and the shipped example problems.
+
+References
+----------
+Wang & Pilanci, "The Convex Geometry of Backpropagation" (ICLR 2022), §3.1 (orthogonally separable data),
+Lemma 1 (balanced initialisation); notes in ``shared/notes/004_convex_geometry.md`` §1.1, §1.4, §5, §6.8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flowlib.problem import Params, Problem
+
+
+def _rng(seed) -> np.random.Generator:
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def orthogonally_separable(n: int, d: int, seed=0, *, min_gap: float = 0.05):
+    """Random binary data that are orthogonally separable with a margin.
+
+    ``x_i^T x_k > 0`` when ``y_i = y_k`` and ``x_i^T x_k < 0`` otherwise (Wang & Pilanci §3.1, strict here).
+    Construction: ``x_i = y_i alpha_i e_1 + z_i`` with ``z_i`` orthogonal to ``e_1`` and
+    ``|z_i| < alpha_i / sqrt(1 + min_gap)``, then a random rotation (note 004 §6.8). Labels alternate so both
+    classes are present.
+
+    Parameters
+    ----------
+    n, d : int
+        Samples (>= 2) and dimension (>= 2).
+    seed : int or numpy.random.Generator
+    min_gap : float
+        Keeps every inner product at least ``min_gap / (1 + min_gap) alpha_i alpha_k`` away from 0, so no
+        crossing is tangential.
+
+    Returns
+    -------
+    X : ndarray, shape (n, d)
+    y : ndarray, shape (n,)
+    """
+    if n < 2:
+        raise ValueError(f"n must be >= 2, got {n}")
+    if d < 2:
+        raise ValueError(f"d must be >= 2, got {d}")
+    rng = _rng(seed)
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    alpha = rng.uniform(0.5, 1.5, size=n)
+    z = rng.standard_normal((n, d - 1))
+    z /= np.linalg.norm(z, axis=1, keepdims=True)
+    radius = alpha / np.sqrt(1.0 + min_gap) * rng.uniform(0.0, 1.0, size=n) ** (1.0 / (d - 1))
+    X = np.column_stack([y * alpha, z * radius[:, None]])
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    return X @ q.T, y
+
+
+def balanced_init(m: int, d: int, scale: float, seed=0, *, bias: bool = False) -> Params:
+    """Small balanced initialisation ``|a_j| = |(w_j, b_j)| = scale`` with Gaussian directions and random signs.
+
+    Balancedness ``a_j^2 - |w_j|^2 - b_j^2 = 0`` is conserved by the flow (Wang & Pilanci, Lemma 1).
+    """
+    rng = _rng(seed)
+    u = rng.standard_normal((m, d + (1 if bias else 0)))
+    u *= scale / np.linalg.norm(u, axis=1, keepdims=True)
+    a = scale * rng.choice([-1.0, 1.0], size=m)
+    return Params(W=u[:, :d], b=u[:, d] if bias else None, a=a)
+
+
+def random_init(m: int, d: int, seed=0, *, bias: bool = True, scale: float = 1.0) -> Params:
+    """Gaussian initialisation ``W, b, a ~ N(0, scale^2 / d)`` (no balance)."""
+    rng = _rng(seed)
+    s = scale / np.sqrt(d)
+    return Params(W=s * rng.standard_normal((m, d)), b=s * rng.standard_normal(m) if bias else None,
+                  a=s * rng.standard_normal(m))
+
+
+def two_crossings() -> tuple[Problem, Params]:
+    """One neuron whose two hyperplanes are crossed within what one Taylor step would cover.
+
+    ``x_1 = (1, 0)``, ``x_2 = (1, 1e-9)``, one neuron, fixed ``a = 1``, no bias, square loss towards ``y = -1``:
+    both pre-activations fall through 0 about ``1e-9`` apart in time. A sign test at the step ends sees at
+    most one of them.
+    """
+    prob = Problem(X=[[1.0, 0.0], [1.0, 1e-9]], y=[-1.0, -1.0], loss="square", reduction="sum",
+                   activation="leaky_relu", leak=0.2, bias=False)
+    return prob, Params(W=[[0.5, 0.3]], b=None, a=[1.0])
+
+
+def os_logistic(m: int = 6, n: int = 8, d: int = 2, scale: float = 1e-2, seed: int = 3) -> tuple[Problem, Params]:
+    """The shipped example: orthogonally separable data, logistic loss (sum), small balanced initialisation.
+
+    Wang & Pilanci's setting (no bias, trained outer layer). For this data every crossing is transversal and each
+    (neuron, sample) pair crosses at most once (note 004 §5).
+    """
+    X, y = orthogonally_separable(n, d, seed)
+    prob = Problem(X, y, loss="logistic", reduction="sum", bias=False, train_outer=True)
+    return prob, balanced_init(m, d, scale, seed + 1)
+
+
+EXAMPLES = {"os-logistic": os_logistic, "two-crossings": two_crossings}

@@ -1,0 +1,22 @@
+"""Compile (or load from Numba's cache) every kernel once, and report how long it took."""
+
+import time
+
+import numpy as np
+
+
+def warmup() -> float:
+    """Run each loss once on a tiny problem so later calls pay no compilation; return the seconds spent.
+
+    The first call in a fresh environment compiles the kernels (tens of seconds); later processes load them from
+    Numba's on-disk cache (``cache=True``) in well under a second.
+    """
+    from flowlib.flow import gradient_flow
+    from flowlib.problem import Params, Problem
+
+    started = time.perf_counter()
+    X = np.array([[1.0, 0.2], [-0.3, 1.0]])
+    for loss in ("exp", "logistic", "square"):
+        prob = Problem(X, np.array([1.0, -1.0]), loss=loss, bias=True, train_outer=True)
+        gradient_flow(prob, Params(W=[[0.3, -0.2]], b=[0.1], a=[0.4]), 0.5, t_eval=[0.25])
+    return time.perf_counter() - started

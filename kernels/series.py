@@ -1,0 +1,266 @@
+"""Taylor coefficients of the gradient-flow field of a two-layer network under a fixed activation pattern.
+
+Layout (shared by every kernel)
+-------------------------------
+``P : ndarray, shape (m, d + 2), float64`` holds one row per neuron ``j``: ``P[j, :d] = w_j``, ``P[j, d] = b_j``
+(kept at 0 when the problem has no bias) and ``P[j, d + 1] = a_j``.
+``Xa : ndarray, shape (n, d + 1)`` is the data with a column of ones appended, so that the pre-activation is
+``z_ij = <P[j, :d + 1], Xa[i]>``.
+``S : ndarray, shape (n, m)`` holds the slopes ``s_ij`` (1 on the active side ``z_ij > 0``, ``leak`` otherwise).
+
+Inside a cell the loss is ``L = c * sum_i l(f_i, y_i)`` with ``f_i = sum_j a_j s_ij z_ij`` and the flow is
+``theta' = -grad L``:
+
+    w_j' = -a_j sum_i G_i s_ij x_i,   b_j' = -a_j sum_i G_i s_ij,   a_j' = -sum_i G_i s_ij z_ij,
+
+with ``G_i = c l'(f_i)``. All of it is built from linear maps, products and ``exp``/logistic, so the Taylor
+coefficients ``theta^[k]`` of the solution follow from the classical power-series recurrences (automatic
+differentiation in Taylor mode): Cauchy products for ``a_j z_ij`` and ``G_i z_ij``, ``E' = -y f' E`` for the
+exponential loss and ``p' = -p (1 - p) (y f)'`` for the logistic one.
+"""
+
+import math
+
+from ._jit import jit
+
+LOSS_EXP = 0
+LOSS_LOGISTIC = 1
+LOSS_SQUARE = 2
+
+
+@jit
+def _stable_sigmoid(u):
+    """Return ``1 / (1 + exp(-u))`` without overflow."""
+    if u >= 0.0:
+        return 1.0 / (1.0 + math.exp(-u))
+    e = math.exp(u)
+    return e / (1.0 + e)
+
+
+@jit
+def loss_terms(loss_kind, f, y):
+    """Return ``l(f, y)`` for one sample, computed without overflow where the loss allows it."""
+    if loss_kind == LOSS_SQUARE:
+        r = f - y
+        return 0.5 * r * r
+    q = y * f
+    if loss_kind == LOSS_EXP:
+        return math.exp(-q)
+    # logistic: log(1 + exp(-q)) = max(-q, 0) + log1p(exp(-|q|))
+    return max(-q, 0.0) + math.log1p(math.exp(-abs(q)))
+
+
+@jit
+def slopes_from_pattern(active, leak, S):
+    """Fill ``S`` (n, m) with 1 where ``active`` and ``leak`` elsewhere."""
+    n, m = active.shape
+    for i in range(n):
+        for j in range(m):
+            S[i, j] = 1.0 if active[i, j] else leak
+
+
+@jit
+def preactivations(Xa, P, out_Z):
+    """``out_Z[i, j] = <P[j, :d+1], Xa[i]>`` for the ``(n, m)`` pre-activations of one coefficient layer."""
+    n, da = Xa.shape
+    m = P.shape[0]
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(da):
+                acc += P[j, k] * Xa[i, k]
+            out_Z[i, j] = acc
+
+
+@jit
+def network_loss(Xa, y, P, S, loss_kind, c):
+    """Loss ``L = c sum_i l(f_i, y_i)`` at parameters ``P`` under slopes ``S``.
+
+    With ``S`` the slopes of the current pattern this is the network's loss, since ``sigma(z) = s z`` on each side.
+    """
+    n, da = Xa.shape
+    m = P.shape[0]
+    total = 0.0
+    for i in range(n):
+        f = 0.0
+        for j in range(m):
+            z = 0.0
+            for k in range(da):
+                z += P[j, k] * Xa[i, k]
+            f += P[j, da] * S[i, j] * z
+        total += loss_terms(loss_kind, f, y[i])
+    return c * total
+
+
+@jit
+def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1):
+    """Order-``k`` coefficient of ``G = c l'(f)`` given ``F[0..k]`` (and the auxiliary series up to ``k - 1``).
+
+    ``A0``/``A1`` hold auxiliary series: ``E = exp(-y f)`` (exp loss) or ``p = 1/(1 + exp(y f))`` and
+    ``H = p (1 - p)`` (logistic loss). Each is updated to order ``k``.
+    """
+    n = F.shape[1]
+    if loss_kind == LOSS_SQUARE:
+        for i in range(n):
+            G[k, i] = c * (F[k, i] - (y[i] if k == 0 else 0.0))
+        return
+    if loss_kind == LOSS_EXP:
+        for i in range(n):
+            if k == 0:
+                A0[0, i] = math.exp(-y[i] * F[0, i])
+            else:
+                acc = 0.0
+                for l in range(1, k + 1):
+                    acc += l * F[l, i] * A0[k - l, i]
+                A0[k, i] = -y[i] * acc / k
+            G[k, i] = -c * y[i] * A0[k, i]
+        return
+    # logistic
+    for i in range(n):
+        if k == 0:
+            A0[0, i] = _stable_sigmoid(-y[i] * F[0, i])
+        else:
+            acc = 0.0
+            for l in range(1, k + 1):
+                acc += l * F[l, i] * A1[k - l, i]
+            A0[k, i] = -y[i] * acc / k
+        sq = 0.0
+        for l in range(k + 1):
+            sq += A0[l, i] * A0[k - l, i]
+        A1[k, i] = A0[k, i] - sq
+        G[k, i] = -c * y[i] * A0[k, i]
+
+
+@jit
+def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, C, Z, F, G, A0, A1, R):
+    """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``.
+
+    Parameters
+    ----------
+    Xa : ndarray, shape (n, d + 1)
+        Data with a column of ones appended.
+    y : ndarray, shape (n,)
+        Labels (targets for the square loss).
+    S : ndarray, shape (n, m)
+        Slopes of the current activation pattern.
+    loss_kind : int
+        ``LOSS_EXP``, ``LOSS_LOGISTIC`` or ``LOSS_SQUARE``.
+    c : float
+        Reduction factor (``1/n`` for the mean, 1 for the sum).
+    bias, train_outer : bool
+        Whether ``b`` and ``a`` move.
+    order : int
+        Highest order ``K`` computed.
+    C : ndarray, shape (>= K + 1, m, d + 2)
+        ``C[0]`` holds the state on entry; ``C[1..K]`` are filled.
+    Z, F, G, A0, A1, R : ndarray
+        Work arrays of shapes ``(>= K + 1, n, m)``, ``(>= K + 1, n)`` (four of them) and ``(>= K + 1, m, d + 1)``.
+        On return ``Z[0..K]`` holds the Taylor coefficients of every switching function ``z_ij``.
+    """
+    n, da = Xa.shape
+    m = C.shape[1]
+    d = da - 1
+    for k in range(order):
+        preactivations(Xa, C[k], Z[k])
+        # f_i^[k] = sum_j s_ij sum_l a_j^[l] z_ij^[k-l]
+        lmax = k if train_outer else 0
+        for i in range(n):
+            acc = 0.0
+            for j in range(m):
+                inner = 0.0
+                for l in range(lmax + 1):
+                    inner += C[l, j, da] * Z[k - l, i, j]
+                acc += S[i, j] * inner
+            F[k, i] = acc
+        _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1)
+        # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
+        for j in range(m):
+            for q in range(da):
+                R[k, j, q] = 0.0
+        for i in range(n):
+            for j in range(m):
+                sg = S[i, j] * G[k, i]
+                if sg != 0.0:
+                    for q in range(da):
+                        R[k, j, q] += sg * Xa[i, q]
+        inv = 1.0 / (k + 1)
+        for j in range(m):
+            # (w_j, b_j)' = -sum_l a_j^[l] R_j^[k-l]
+            for q in range(da):
+                acc = 0.0
+                for l in range(lmax + 1):
+                    acc += C[l, j, da] * R[k - l, j, q]
+                C[k + 1, j, q] = -acc * inv
+            if not bias:
+                C[k + 1, j, d] = 0.0
+            if train_outer:
+                # a_j' = -sum_i s_ij sum_l G_i^[l] z_ij^[k-l]
+                acc = 0.0
+                for i in range(n):
+                    inner = 0.0
+                    for l in range(k + 1):
+                        inner += G[l, i] * Z[k - l, i, j]
+                    acc += S[i, j] * inner
+                C[k + 1, j, da] = -acc * inv
+            else:
+                C[k + 1, j, da] = 0.0
+    preactivations(Xa, C[order], Z[order])
+
+
+@jit
+def velocity_inner(Xa, y, S, loss_kind, c, P, G):
+    """Residual weights ``G_i = c l'(f_i)`` at ``P`` under slopes ``S`` (order 0 of the series), into ``G``."""
+    n, da = Xa.shape
+    m = P.shape[0]
+    for i in range(n):
+        f = 0.0
+        for j in range(m):
+            z = 0.0
+            for q in range(da):
+                z += P[j, q] * Xa[i, q]
+            f += P[j, da] * S[i, j] * z
+        if loss_kind == LOSS_SQUARE:
+            G[i] = c * (f - y[i])
+        elif loss_kind == LOSS_EXP:
+            G[i] = -c * y[i] * math.exp(-y[i] * f)
+        else:
+            G[i] = -c * y[i] * _stable_sigmoid(-y[i] * f)
+
+
+@jit
+def horner_state(C, order, tau, out):
+    """Evaluate the state's Taylor polynomial ``sum_k C[k] tau^k`` into ``out`` (shape ``C.shape[1:]``)."""
+    m, w = C.shape[1], C.shape[2]
+    for j in range(m):
+        for q in range(w):
+            acc = C[order, j, q]
+            for k in range(order - 1, -1, -1):
+                acc = acc * tau + C[k, j, q]
+            out[j, q] = acc
+
+
+@jit
+def velocity_energy(C, order, h):
+    """``int_0^h |theta'(tau)|^2 dtau`` for the Taylor polynomial ``C`` (exact for the polynomial)."""
+    m, w = C.shape[1], C.shape[2]
+    total = 0.0
+    for k in range(order):
+        for l in range(k, order):
+            dot = 0.0
+            for j in range(m):
+                for q in range(w):
+                    dot += C[k + 1, j, q] * C[l + 1, j, q]
+            term = (k + 1) * (l + 1) * dot * h ** (k + l + 1) / (k + l + 1)
+            total += term if k == l else 2.0 * term
+    return total
+
+
+@jit
+def max_abs(A):
+    """``max |A|`` over a 2-D array."""
+    best = 0.0
+    for x in A.ravel():
+        if abs(x) > best:
+            best = abs(x)
+    return best
+

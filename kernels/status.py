@@ -1,0 +1,14 @@
+"""Integer status codes returned by the kernels (kernels never raise).
+
+:mod:`flowlib.result` maps them to the public :class:`flowlib.Status` names and messages.
+"""
+
+RUNNING = 0  #: the chunk's step budget was used up; the driver calls again
+SUCCESS = 1  #: ``t_end`` reached
+MAX_STEPS = 2  #: the run's step budget was used up
+MAX_EVENTS = 3  #: the run's event budget was used up
+EVENT_BUFFER_FULL = 4  #: the chunk's event buffer is full; the driver calls again
+NONFINITE = 5  #: a Taylor coefficient or the state became inf/nan
+NONTRANSVERSAL = 6  #: sliding, sticking or a repelling tie: not handled by this engine yet
+TOO_MANY_SURFACES = 7  #: one neuron sits on more hyperplanes at once than the classifier enumerates
+NO_PROGRESS = 8  #: the step size underflowed (no progress in time)
