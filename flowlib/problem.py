@@ -33,7 +33,7 @@ def as_real_array(value, name: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    arr = np.array(arr, dtype=np.float64, order="C", copy=True)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite entries")
     return arr

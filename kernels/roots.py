@@ -162,4 +162,7 @@ def earliest_root(g, order, bound, drop_constant, work):
         stack_a[top + 1] = a
         stack_b[top + 1] = mid
         top += 2
+    # Descartes counts roots in the open interval: a root exactly at the bound is checked last
+    if _horner(r, deg, 1.0) == 0.0:
+        return bound
     return math.inf

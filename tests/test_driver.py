@@ -1,0 +1,122 @@
+"""The chunked driver: budgets, interruption with a partial result, dense output, t_eval, save/load."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import flowlib as fl
+from flowlib import examples
+
+
+@pytest.fixture(scope="module")
+def os_case():
+    X, y = examples.orthogonally_separable(20, 4, 7)
+    prob = fl.Problem(X, y, loss="logistic", reduction="sum", bias=False, train_outer=True)
+    return prob, examples.balanced_init(10, 4, 1e-2, 8)
+
+
+def assert_consistent(res):
+    assert np.all(np.diff(res.t) > 0)
+    assert len(res.states) == len(res.t) == len(res.loss) == len(res.energy) + 1
+    assert [e.t for e in res.events] == sorted(e.t for e in res.events)
+    np.testing.assert_array_equal(res.final.W, res.states[-1][:, : res.problem.d])
+
+
+def test_ctrl_c_returns_partial_result(os_case):
+    prob, p0 = os_case
+    calls = []
+
+    def press_ctrl_c(t, n_steps, n_events):
+        calls.append(t)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    res = fl.gradient_flow(prob, p0, 1e4, callback=press_ctrl_c)
+    assert res.status == "interrupted"
+    assert 0 < res.t_final < 1e4
+    assert res.t_final == calls[-1]
+    assert_consistent(res)
+    # the partial trajectory is, step for step, the beginning of the uninterrupted one
+    full = fl.gradient_flow(prob, p0, 1e4)
+    assert full.status == "success"
+    np.testing.assert_array_equal(full.t[: len(res.t)], res.t)
+    np.testing.assert_array_equal(full.states[: len(res.t)], res.states)
+    # and the handler is restored: a real Ctrl-C now raises again
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_callback_can_stop(os_case):
+    prob, p0 = os_case
+    res = fl.gradient_flow(prob, p0, 1e4, callback=lambda t, k, e: True)
+    assert res.status == "interrupted" and res.n_steps > 0
+    assert_consistent(res)
+
+
+def test_step_and_event_budgets(os_case):
+    prob, p0 = os_case
+    res = fl.gradient_flow(prob, p0, 1e4, max_steps=7)
+    assert res.status == "max_steps" and res.n_steps == 7
+    assert_consistent(res)
+    res = fl.gradient_flow(prob, p0, 1e4, max_events=5)
+    assert res.status == "max_events" and 5 <= res.n_events
+    assert_consistent(res)
+
+
+def test_dense_output_matches_t_eval_and_boundaries(os_case):
+    prob, p0 = os_case
+    t_eval = np.linspace(0.0, 30.0, 61)
+    res = fl.gradient_flow(prob, p0, 30.0, t_eval=t_eval)
+    lean = fl.gradient_flow(prob, p0, 30.0, t_eval=t_eval, dense_output=False)
+    assert lean.coefficients is None
+    np.testing.assert_array_equal(lean.states_eval, res.states_eval)
+    np.testing.assert_allclose(res.states_at(t_eval), res.states_eval, rtol=0, atol=1e-15)
+    # each step's polynomial ends where the next one starts
+    ends = [res.params_at(t).W for t in res.t[1:-1]]
+    np.testing.assert_allclose(np.array(ends), res.W[1:-1], rtol=0, atol=1e-15)
+    assert res.loss_at(30.0) == pytest.approx(res.loss[-1], rel=1e-15)
+    assert lean.params_at(res.t[3]).W == pytest.approx(res.W[3])
+    with pytest.raises(ValueError, match="dense"):
+        lean.params_at(0.5 * (res.t[3] + res.t[4]))
+
+
+def test_zero_horizon(os_case):
+    prob, p0 = os_case
+    res = fl.gradient_flow(prob, p0, 0.0)
+    assert res.status == "success" and res.n_steps == 0
+    np.testing.assert_array_equal(res.final.W, p0.W)
+
+
+def test_save_load_roundtrip(os_case, tmp_path):
+    prob, p0 = os_case
+    res = fl.gradient_flow(prob, p0, 20.0, t_eval=[1.0, 2.0])
+    back = fl.load(res.save(tmp_path / "run"))
+    np.testing.assert_array_equal(back.states, res.states)
+    np.testing.assert_array_equal(back.coefficients, res.coefficients)
+    def rows(r):
+        return [(e.t, e.kind, e.neuron, e.sample, e.side) for e in r.events]
+
+    assert rows(back) == rows(res) and back.n_events > 0
+    assert back.status == res.status and back.message == res.message
+    np.testing.assert_array_equal(back.problem.X, prob.X)
+    assert back.problem.loss == prob.loss and back.problem.train_outer == prob.train_outer
+    assert back.params_at(7.3).W == pytest.approx(res.params_at(7.3).W, rel=0, abs=0)
+
+
+def test_load_rejects_other_files(tmp_path):
+    path = tmp_path / "x.npz"
+    np.savez(path, a=np.zeros(3))
+    with pytest.raises(ValueError, match="path"):
+        fl.load(path)
+
+
+def test_one_decorator_for_all_kernels():
+    """Every kernel uses the project decorator (cache=True, no fastmath): no other numba.njit in the tree."""
+    import pathlib
+
+    root = pathlib.Path(fl.__file__).resolve().parent.parent
+    offenders = [p for p in list((root / "kernels").glob("*.py")) + list((root / "flowlib").rglob("*.py"))
+                 if p.name != "_jit.py" and ("numba.njit" in p.read_text() or "@njit" in p.read_text())]
+    assert offenders == []
