@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from flowlib.kernels import driver, status as kstatus
+from flowlib.kernels import driver, events as kevents, status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.result import EVENT_KINDS, Event, FlowResult, Status
 
@@ -30,10 +30,11 @@ _CHUNK_EVENTS = 4096
 _KERNEL_STATUS = {
     kstatus.SUCCESS: (Status.SUCCESS, "reached t_end"),
     kstatus.NONFINITE: (Status.FAILED, "the state or its Taylor coefficients became non-finite (overflow)"),
-    kstatus.NONTRANSVERSAL: (Status.FAILED, "a non-transversal event (sliding, sticking or a repelling tie) "
-                                            "was met; this engine handles transversal crossings only"),
-    kstatus.TOO_MANY_SURFACES: (Status.FAILED, "a neuron sits on too many hyperplanes at once for the crossing "
-                                               "classifier"),
+    kstatus.NO_CARATHEODORY: (Status.NO_CARATHEODORY_SOLUTION,
+                              "the selection pushes the state back into a surface it cannot stay on (sliding): no "
+                              "Caratheodory solution continues; the Filippov solution slides"),
+    kstatus.TOO_MANY_SURFACES: (Status.FAILED, f"a neuron sits on more than {kevents.MAX_SURFACES} hyperplanes at "
+                                               "once"),
     kstatus.NO_PROGRESS: (Status.FAILED, "the step size underflowed: no progress in time"),
 }
 
@@ -96,15 +97,22 @@ def _evaluate(times, t0, h, C, order):
     return acc
 
 
+SOLUTIONS = ("filippov", "caratheodory")
+TIE_POLICIES = {"stay": kevents.TIE_STAY, "leave": kevents.TIE_LEAVE}
+
+
 def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int | None = None,
-                  rtol: float = DEFAULT_RTOL, t_eval=None, dense_output: bool = True, max_steps: int = 1_000_000,
+                  rtol: float = DEFAULT_RTOL, solution: str = "filippov", selection: float | None = None,
+                  tie: str = "stay", t_eval=None, dense_output: bool = True, max_steps: int = 1_000_000,
                   max_events: int = 100_000, progress: bool = False, callback=None) -> FlowResult:
     """Exact gradient flow ``theta' = -grad L(theta)`` from ``params0`` over ``[0, t_end]``.
 
     The flow is integrated cell by cell (fixed activation pattern) with an adaptive Taylor method; every
     activation event ``<w_j, x_i> + b_j = 0`` is located as the earliest root of the switching function's Taylor
-    polynomial inside the step, the step is cut there, the surfaces reached are classified and the pattern is
-    flipped (DESIGN.md §1-2). Several crossings inside one step are all found, in time order.
+    polynomial inside the step, the step is cut there, and the surfaces reached are classified with the
+    minimal-norm element of the backprop set (DESIGN.md §1): crossing, sliding (the state is held on the
+    surface with the Filippov multiplier, until the multiplier reaches 0/leak or 1), sticking, or a repelling
+    tie. Several events inside one step are all found, in time order.
 
     Parameters
     ----------
@@ -118,6 +126,18 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
     rtol : float
         Local tolerance of the step-size rule (mixed absolute/relative, in ``[1e-16, 1e-3]``). It also sets the
         Taylor order ``ceil(-ln(rtol)/2) + 1``.
+    solution : {"filippov", "caratheodory"}
+        ``"filippov"``: the minimal-norm (regular) solution, which slides where both sides push into a surface.
+        ``"caratheodory"``: the flow of the single-valued field with ``sigma'(0) = selection``; it crosses and
+        sticks like the default, and where the selection pushes the state back into a surface it cannot leave it
+        stops with status ``"no_caratheodory_solution"`` at that time.
+    selection : float, optional
+        ``sigma'(0)`` for ``solution="caratheodory"``, in ``[leak, 1]``. Default ``leak`` (what PyTorch computes:
+        0 for ReLU).
+    tie : {"stay", "leave"}
+        At a repelling tie (both sides push away; the solution branches): ``"stay"`` keeps the state on the
+        surface (the regular solution of seeds 002/003), ``"leave"`` leaves on the side of steepest descent. Either
+        way an event of kind ``"tie"`` is logged.
     t_eval : array_like, optional
         Times in ``[0, t_end]`` at which to store the state (``res.t_eval``, ``res.states_eval``), also when
         ``dense_output`` is off.
@@ -163,6 +183,15 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
         raise NotImplementedError("dps: the arbitrary-precision (mpmath) flow is not available yet; use dps=None")
     if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating)) or not _MIN_RTOL <= rtol <= 1e-3:
         raise ValueError(f"rtol must be a number in [{_MIN_RTOL:g}, 1e-3], got {rtol!r}")
+    if solution not in SOLUTIONS:
+        raise ValueError(f"solution must be one of {SOLUTIONS}, got {solution!r}")
+    if selection is None:
+        selection = problem.leak
+    if isinstance(selection, bool) or not isinstance(selection, (int, float, np.floating)) \
+            or not problem.leak <= selection <= 1.0:
+        raise ValueError(f"selection must be a number in [leak, 1] = [{problem.leak}, 1], got {selection!r}")
+    if not isinstance(tie, str) or tie not in TIE_POLICIES:
+        raise ValueError(f"tie must be one of {sorted(TIE_POLICIES)}, got {tie!r}")
     max_steps = _check_budget(max_steps, "max_steps")
     max_events = _check_budget(max_events, "max_events")
     if callback is not None and not callable(callback):
@@ -180,7 +209,12 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
     n, m, w = problem.n, params0.m, P.shape[1]
     Xa = problem.augmented_inputs
     active = np.ascontiguousarray((Xa @ P[:, : w - 1].T) > 0.0)
-    on_surface = np.zeros((n, m), dtype=np.bool_)
+    # x_i = 0 without bias: z_ij is identically 0 and the sample never moves neuron j (no surface at all)
+    normals = Xa if problem.bias else Xa[:, :-1]
+    void = np.all(normals == 0.0, axis=1)
+    mode = np.zeros((n, m), dtype=np.int8)
+    mode[void, :] = driver.MODE_VOID
+    drop = np.zeros((n, m), dtype=np.int8)
     clock = np.zeros(1)
 
     t_parts, start_parts, C_parts, loss_parts, energy_parts = [], [], [], [], []
@@ -205,14 +239,15 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
                 out_C = np.empty((budget_steps, order + 1, m, w))
                 out_loss = np.empty(budget_steps)
                 out_energy = np.empty(budget_steps)
-                capacity = budget_events + 2 * n * m
+                capacity = budget_events + 3 * n * m
                 ev_t, ev_mult = np.empty(capacity), np.empty(capacity)
                 ev_kind, ev_side = np.empty(capacity, np.int8), np.empty(capacity, np.int8)
                 ev_neuron, ev_sample = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
                 tick = time.perf_counter()
                 code, k, e = driver.integrate_chunk(
                     Xa, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias,
-                    problem.train_outer, order, float(rtol), P, active, on_surface, clock, t_end, budget_steps,
+                    problem.train_outer, order, float(rtol), solution == "caratheodory", float(selection),
+                    TIE_POLICIES[tie], P, active, mode, drop, clock, t_end, budget_steps,
                     budget_events, out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron,
                     ev_sample, ev_side, ev_mult)
                 elapsed = time.perf_counter() - tick
@@ -237,16 +272,16 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
                 if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
                     outcome, message = _KERNEL_STATUS[code]
                     if outcome != Status.SUCCESS:
-                        message = f"{message} (t = {clock[0]!r})"
+                        message = f"{message} (t = {float(clock[0])!r})"
                     break
                 if interrupted["set"] or stop_requested:
-                    outcome, message = Status.INTERRUPTED, f"interrupted at t = {clock[0]!r}"
+                    outcome, message = Status.INTERRUPTED, f"interrupted at t = {float(clock[0])!r}"
                     break
                 if steps_done >= max_steps:
-                    outcome, message = Status.MAX_STEPS, f"max_steps = {max_steps} used up at t = {clock[0]!r}"
+                    outcome, message = Status.MAX_STEPS, f"max_steps = {max_steps} used up at t = {float(clock[0])!r}"
                     break
                 if len(events) >= max_events:
-                    outcome, message = Status.MAX_EVENTS, f"max_events = {max_events} used up at t = {clock[0]!r}"
+                    outcome, message = Status.MAX_EVENTS, f"max_events = {max_events} used up at t = {float(clock[0])!r}"
                     break
                 if elapsed < 0.5 * _CHUNK_SECONDS:
                     chunk_steps = min(2 * chunk_steps, _MAX_CHUNK_STEPS)
@@ -269,5 +304,6 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
         t_eval=t_eval[:eval_done],
         states_eval=np.concatenate(eval_parts) if eval_parts else np.empty((0, m, w)),
         order=order, rtol=float(rtol), wall_s=wall,
-        options={"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output})
+        options={"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
+                 "solution": solution, "selection": float(selection), "tie": tie})
 

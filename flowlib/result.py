@@ -50,9 +50,11 @@ class Event:
     neuron, sample : int
         The switching surface ``<w_neuron, x_sample> + b_neuron = 0``.
     side : int
-        The side entered: +1 the active side (``z > 0``), -1 the inactive one.
+        The side entered: +1 the active side (``z > 0``), -1 the inactive one, 0 when the state stays on the
+        surface (``slide_start``, ``stick``, and ``tie`` with the default policy).
     multiplier : float
-        The Filippov multiplier for sliding events, NaN otherwise.
+        The slope ``s`` in ``[leak, 1]`` the minimal-norm velocity uses on this surface (the Filippov multiplier)
+        for ``slide_start``, ``slide_end``, ``stick`` and ``tie``; NaN for ``cross``.
     """
 
     t: float
@@ -236,9 +238,11 @@ class FlowResult:
 
     def event_table(self, limit: int | None = None) -> str:
         """The events as a fixed-width text table (``limit`` rows at most)."""
-        lines = [f"{'t':>22}  {'kind':<11} {'neuron':>6} {'sample':>6} {'side':>5}"]
+        lines = [f"{'t':>22}  {'kind':<11} {'neuron':>6} {'sample':>6} {'side':>5} {'multiplier':>12}"]
         for ev in self.events[:limit]:
-            lines.append(f"{ev.t:22.16g}  {ev.kind:<11} {ev.neuron:6d} {ev.sample:6d} {ev.side:+5d}")
+            side = f"{ev.side:+d}" if ev.side else "0"
+            mult = "" if np.isnan(ev.multiplier) else f"{ev.multiplier:.6g}"
+            lines.append(f"{ev.t:22.16g}  {ev.kind:<11} {ev.neuron:6d} {ev.sample:6d} {side:>5} {mult:>12}")
         if limit is not None and len(self.events) > limit:
             lines.append(f"... {len(self.events) - limit} more")
         return "\n".join(lines)

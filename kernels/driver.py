@@ -1,19 +1,27 @@
 """The event-driven Taylor integrator: one chunk of steps, called repeatedly by :func:`flowlib.gradient_flow`.
 
+Every (sample, neuron) surface is in one of three modes: ``MODE_FREE`` (the state is in a cell, on one side),
+``MODE_HELD`` (the state is kept on the surface: sliding, sticking, or a repelling tie it stays on; see
+:mod:`.events`) or ``MODE_VOID`` (``x_i = 0`` without bias: ``z_ij`` is identically 0, there is no surface).
+
 Each step
-1. resolves surfaces the state sits on with a pattern that disagrees with the sign of ``z_ij`` (the initial
-   state, or rounding at the end of the previous step) as events at the current time;
-2. computes the Taylor coefficients of the state to order ``K`` under the current pattern
-   (:func:`.series.taylor_coefficients`);
-3. chooses the step ``h = rho / e^2 * exp(-0.7 / (K - 1))`` from the last two coefficients, with
-   ``rho = min_k (max(1, |theta|_inf) / |theta^[k]|_inf)^(1/k)`` for ``k in {K-1, K}`` (Jorba & Zou 2005; heyoka's
-   rule) so that the local truncation error is about ``tol`` in the mixed absolute/relative sense;
-4. finds the earliest root in ``(0, h]`` of every switching polynomial ``z_ij(tau)``
-   (:func:`.roots.earliest_root`, shrinking the search bound as roots are found) and truncates the step there;
-5. advances the state with the Taylor polynomial (kept as dense output), and at an event gathers every surface
-   reached within ``64 eps h`` of it, classifies them per neuron (:func:`.events.classify_neuron`) and flips
-   the pattern. Surfaces just crossed are marked ``on_surface`` so the next step's root search excludes
-   ``tau = 0``: an event never re-fires.
+1. resolves free surfaces whose side disagrees with the sign of ``z_ij`` (the initial state, rounding at the end
+   of the previous step) as events at the current time;
+2. computes the Taylor coefficients of the state to order ``K`` under the current pattern, with each neuron's
+   velocity projected onto its held surfaces (:func:`.series.taylor_coefficients`), and the Taylor coefficients of
+   each held surface's Filippov multiplier, ``s_ij = (N_j^+ v_j) / (a_j G_i)``;
+3. chooses ``h = rho / e^2 * exp(-0.7 / (K - 1))`` from the last two coefficients with
+   ``rho = min_k (max(1, |theta|_inf) / |theta^[k]|_inf)^(1/k)``, ``k in {K-1, K}`` (Jorba & Zou 2005; heyoka's
+   rule), so that the local truncation error is about ``tol`` in the mixed absolute/relative sense;
+4. finds the earliest root in ``(0, h]`` of every free switching polynomial ``z_ij(tau)`` and of every held
+   surface's exit polynomials ``a_j G_i (s_ij - beta)``, ``beta in {leak, 1}`` (:func:`.roots.earliest_root`,
+   shrinking the bound as roots are found), and truncates the step there;
+5. advances the state with the Taylor polynomial (kept as dense output), projects held neurons back onto their
+   surfaces (drift correction), and at an event: releases held surfaces whose multiplier reached a bound
+   (``slide_end``; they leave tangentially), gathers every free surface reached within ``64 eps h`` and
+   classifies each neuron's surfaces with the minimal-norm velocity (:func:`.events.classify_neuron`).
+   Surfaces just left are marked so the next root search excludes ``tau = 0`` (and ``tau = 0`` to second order
+   after a tangential release): an event never re-fires.
 
 Progress guarantee: every step advances ``t`` by ``h > 0`` representable at ``t`` or ends the chunk with
 ``NO_PROGRESS``; the step and event budgets end the run otherwise.
@@ -25,57 +33,185 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .events import EVENT_CROSS, classify_neuron
+from .events import EVENT_CROSS, EVENT_SLIDE_END, EVENT_TIE, classify_neuron
 from .roots import earliest_root
-from .series import network_loss, preactivations, slopes_from_pattern, taylor_coefficients, velocity_energy, \
-    velocity_inner, horner_state, max_abs
+from .series import horner_state, max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, \
+    velocity_inner
+
+MODE_FREE = 0
+MODE_HELD = 1
+MODE_VOID = 2
+
+#: ``drop`` values: how many leading Taylor terms of a switching polynomial are known to vanish.
+DROP_NONE = 0
+DROP_CROSSED = 1
+DROP_RELEASED = 2
 
 _EPS = 2.220446049250313e-16
 _SAFETY = math.exp(-2.0)
 _SIMULTANEOUS = 64.0 * _EPS
+#: an exit polynomial this small relative to ``a_j G_i`` is rounding noise (a multiplier sitting on its bound)
+_EXIT_NOISE = 1e-12
 
 
 @jit
-def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, on_surface, hit, t, ev_t, ev_kind, ev_neuron,
-             ev_sample, ev_side, ev_mult, n_ev):
-    """Classify the surfaces in ``hit`` at time ``t``, flip the pattern, log crossings; return (status, n_ev)."""
+def slopes_from_state(active, mode, leak, S):
+    """``S[i, j]``: 1 on the active side, ``leak`` on the other, 0 on held or void surfaces (their ``z = 0``)."""
+    n, m = active.shape
+    for i in range(n):
+        for j in range(m):
+            if mode[i, j] != MODE_FREE:
+                S[i, j] = 0.0
+            else:
+                S[i, j] = 1.0 if active[i, j] else leak
+
+
+@jit
+def build_constraints(Xa, bias, mode, cons_offset):
+    """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows)."""
+    n, m = mode.shape
+    da = Xa.shape[1]
+    d = da - 1
+    cons_offset[0] = 0
+    for j in range(m):
+        q = 0
+        for i in range(n):
+            if mode[i, j] == MODE_HELD:
+                q += 1
+        cons_offset[j + 1] = cons_offset[j] + q
+    total = cons_offset[m]
+    samples = np.empty(total, np.int64)
+    neurons = np.empty(total, np.int64)
+    pinv = np.zeros((total, da))
+    for j in range(m):
+        q0 = cons_offset[j]
+        q = cons_offset[j + 1] - q0
+        if q == 0:
+            continue
+        N = np.zeros((da, q))
+        p = 0
+        for i in range(n):
+            if mode[i, j] == MODE_HELD:
+                samples[q0 + p] = i
+                neurons[q0 + p] = j
+                for r in range(d):
+                    N[r, p] = Xa[i, r]
+                N[d, p] = 1.0 if bias else 0.0
+                p += 1
+        rows = np.linalg.pinv(N)
+        for p in range(q):
+            for r in range(da):
+                pinv[q0 + p, r] = rows[p, r]
+    return samples, neurons, pinv
+
+
+@jit
+def _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv):
+    """Drift correction: put each held neuron's ``(w_j, b_j)`` back on the intersection of its held surfaces."""
+    da = Xa.shape[1]
+    d = da - 1
+    total = len(samples)
+    coef = np.empty(total)
+    for slot in range(total):
+        j = neurons[slot]
+        acc = 0.0
+        for r in range(da):
+            acc += pinv[slot, r] * P[j, r]
+        coef[slot] = acc
+    for slot in range(total):
+        i, j = samples[slot], neurons[slot]
+        for r in range(d):
+            P[j, r] -= coef[slot] * Xa[i, r]
+        if bias:
+            P[j, d] -= coef[slot]
+
+
+@jit
+def _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind, j, i, side, mult):
+    ev_t[n_ev] = t
+    ev_kind[n_ev] = kind
+    ev_neuron[n_ev] = j
+    ev_sample[n_ev] = i
+    ev_side[n_ev] = side
+    ev_mult[n_ev] = mult
+    return n_ev + 1
+
+
+@jit
+def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, caratheodory, selection,
+             tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev):
+    """Classify, per neuron, the surfaces in ``hit`` together with the others the neuron sits on; update the
+    modes, the pattern and the log. Returns ``(status, n_ev)``."""
     n, m = hit.shape
     G = np.empty(n)
     velocity_inner(Xa, y, S, loss_kind, c, P, G)
     side = np.zeros(n, np.int8)
+    stay = np.zeros(n, np.bool_)
+    kind = np.zeros(n, np.int8)
+    mult = np.zeros(n)
+    surface = np.zeros((n, m), np.bool_)
     for j in range(m):
         any_hit = False
         for i in range(n):
             if hit[i, j]:
                 any_hit = True
-                break
         if not any_hit:
             continue
-        code = classify_neuron(Xa, G, P, S, leak, bias, j, hit, side)
+        for i in range(n):
+            surface[i, j] = hit[i, j] or mode[i, j] == MODE_HELD or (
+                mode[i, j] == MODE_FREE and drop[i, j] == DROP_CROSSED)
+        code = classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection, tie_policy, side,
+                               stay, kind, mult)
         if code != status.RUNNING:
             return code, n_ev
         for i in range(n):
-            if hit[i, j]:
-                on_surface[i, j] = True
-                new_active = side[i] > 0
-                if new_active != active[i, j]:
-                    active[i, j] = new_active
-                    ev_t[n_ev] = t
-                    ev_kind[n_ev] = EVENT_CROSS
-                    ev_neuron[n_ev] = j
-                    ev_sample[n_ev] = i
-                    ev_side[n_ev] = side[i]
-                    ev_mult[n_ev] = math.nan
-                    n_ev += 1
-    slopes_from_pattern(active, leak, S)
+            if not surface[i, j]:
+                continue
+            if stay[i]:
+                if mode[i, j] != MODE_HELD:
+                    mode[i, j] = MODE_HELD
+                    n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind[i], j, i, 0,
+                                mult[i])
+                drop[i, j] = DROP_NONE
+                continue
+            new_active = side[i] > 0
+            if mode[i, j] == MODE_HELD:
+                mode[i, j] = MODE_FREE
+                active[i, j] = new_active
+                n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, EVENT_SLIDE_END, j, i,
+                            side[i], mult[i])
+            elif new_active != active[i, j]:
+                active[i, j] = new_active
+                n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind[i], j, i,
+                            side[i], mult[i] if kind[i] == EVENT_TIE else math.nan)
+            drop[i, j] = DROP_CROSSED
+    slopes_from_state(active, mode, leak, S)
     return status.RUNNING, n_ev
 
 
 @jit
-def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, P, active, on_surface, clock, t_end,
-                    max_steps, max_events, out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron,
-                    ev_sample, ev_side, ev_mult):
-    """Integrate from ``t0`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
+def _exit_root(Cm, phi, slot, order, beta, bound, work, poly):
+    """Earliest root of ``Cm[:, slot] - beta * phi[:, slot]`` (degree ``order``) in ``(0, bound]``, or inf."""
+    size_h = 0.0
+    size_phi = 0.0
+    p = 1.0
+    for k in range(order + 1):
+        poly[k] = Cm[k, slot] - beta * phi[k, slot]
+        size_h = max(size_h, abs(poly[k]) * p)
+        size_phi = max(size_phi, abs(phi[k, slot]) * p)
+        p *= bound
+    if size_h <= _EXIT_NOISE * size_phi:
+        return math.inf
+    # a multiplier starting on this bound (sticking) leaves it only through a later root
+    on_bound = abs(poly[0]) <= _EXIT_NOISE * abs(phi[0, slot])
+    return earliest_root(poly, order, bound, on_bound, work)
+
+
+@jit
+def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy,
+                    P, active, mode, drop, clock, t_end, max_steps, max_events, out_t, out_h, out_C, out_loss,
+                    out_energy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult):
+    """Integrate from ``clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
 
     Parameters
     ----------
@@ -88,19 +224,26 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, P,
         Reduction factor and negative-side slope.
     bias, train_outer : bool
     order : int
-        Taylor order ``K`` (>= 2).
+        Taylor order ``K`` (>= 4).
     tol : float
         Local tolerance of the step-size rule.
+    caratheodory : bool
+        Integrate the single-valued field with ``sigma'(0) = selection`` (:mod:`.events`).
+    selection : float
+    tie_policy : int
+        ``events.TIE_STAY`` or ``events.TIE_LEAVE``.
     P : ndarray, shape (m, d + 2)
         State; updated in place.
-    active, on_surface : ndarray of bool, shape (n, m)
-        Pattern and the surfaces the state sits on; updated in place.
+    active : ndarray of bool, shape (n, m)
+        Side of each free surface; updated in place.
+    mode, drop : ndarray of int8, shape (n, m)
+        Surface modes and the number of vanishing leading terms (see module doc); updated in place.
     clock : ndarray, shape (1,)
         The current time; updated in place.
     t_end : float
     max_steps, max_events : int
         Budgets of this chunk; ``out_*`` must hold ``max_steps`` steps and ``ev_*`` at least
-        ``max_events + n * m`` events.
+        ``max_events + 3 n m`` events.
     out_t, out_h, out_loss, out_energy : ndarray, shape (max_steps,)
         Start, length, loss at the start, and ``int |theta'|^2`` of each step.
     out_C : ndarray, shape (max_steps, K + 1, m, d + 2)
@@ -111,7 +254,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, P,
     Returns
     -------
     status : int
-        A code of :mod:`.status`; ``RUNNING`` when a budget of the chunk (not of the run) ended it.
+        A code of :mod:`.status`; ``RUNNING`` or ``EVENT_BUFFER_FULL`` when a budget of the chunk ended it.
     n_steps, n_events : int
     """
     n, da = Xa.shape
@@ -128,7 +271,9 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, P,
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
     work = np.empty((4, K + 1))
-    slopes_from_pattern(active, leak, S)
+    poly = np.empty(K + 1)
+    cons_offset = np.zeros(m + 1, np.int64)
+    slopes_from_state(active, mode, leak, S)
     t = clock[0]
     n_steps = 0
     n_ev = 0
@@ -143,25 +288,39 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, P,
         if n_ev >= max_events:
             code = status.EVENT_BUFFER_FULL
             break
-        # 1. surfaces whose pattern disagrees with the sign of z (initial state, rounding): events now
+        # 1. free surfaces whose side disagrees with the sign of z: events now
         preactivations(Xa, P, Z[0])
         pending = False
         for i in range(n):
             for j in range(m):
                 z = Z[0, i, j]
-                wrong = (z <= 0.0) if active[i, j] else (z > 0.0 or z == 0.0)
-                hit[i, j] = wrong and not on_surface[i, j]
+                wrong = (z <= 0.0) if active[i, j] else (z >= 0.0)
+                hit[i, j] = wrong and mode[i, j] == MODE_FREE and drop[i, j] == DROP_NONE
                 pending = pending or hit[i, j]
         if pending:
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, on_surface, hit, t, ev_t,
-                                  ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev)
+            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, caratheodory,
+                                  selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult,
+                                  n_ev)
             if code != status.RUNNING:
                 break
-        # 2. Taylor coefficients
+        # 2. Taylor coefficients, held surfaces and their multipliers
+        samples, neurons, pinv = build_constraints(Xa, bias, mode, cons_offset)
+        n_slots = len(samples)
+        Cm = np.zeros((K + 1, n_slots))
+        phi = np.zeros((K + 1, n_slots))
         for j in range(m):
             for q in range(w):
                 C[0, j, q] = P[j, q]
-        taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, K, C, Z, F, G, A0, A1, R)
+        taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, K, cons_offset, samples, pinv, C, Z, F, G,
+                            A0, A1, R, Cm)
+        lmax = K - 1 if train_outer else 0
+        for slot in range(n_slots):
+            i, j = samples[slot], neurons[slot]
+            for k in range(K):
+                acc = 0.0
+                for l in range(min(k, lmax) + 1):
+                    acc += C[l, j, da] * G[k - l, i]
+                phi[k, slot] = acc
         top = max_abs(C[K])
         below = max_abs(C[K - 1])
         if not (math.isfinite(top) and math.isfinite(below)):
@@ -182,38 +341,61 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, P,
         if not (h > 0.0) or t + h == t:
             code = status.NO_PROGRESS
             break
-        # 4. earliest root of every switching polynomial
+        # 4. earliest root of every free switching polynomial and every exit polynomial
         bound = h
         found = False
         for i in range(n):
             for j in range(m):
-                tau = earliest_root(Z[:, i, j], K, bound, on_surface[i, j], work)
+                if mode[i, j] == MODE_FREE:
+                    tau = earliest_root(Z[:, i, j], K, bound, drop[i, j], work)
+                    if tau <= bound:
+                        bound = tau
+                        found = True
+        for slot in range(n_slots):
+            for beta in (leak, 1.0):
+                tau = _exit_root(Cm, phi, slot, K - 1, beta, bound, work, poly)
                 if tau <= bound:
                     bound = tau
                     found = True
         if found:
             h = bound
             final = False
-        # 5. record, advance
+        # 5. record, advance, correct the drift
         out_t[n_steps] = t
         out_h[n_steps] = h
         out_C[n_steps] = C
         out_loss[n_steps] = network_loss(Xa, y, P, S, loss_kind, c)
         out_energy[n_steps] = velocity_energy(C, K, h)
         horner_state(C, K, h, P)
+        _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
         n_steps += 1
         t = t_end if final else t + h
         if found:
             reach = h * (1.0 + _SIMULTANEOUS)
             for i in range(n):
                 for j in range(m):
-                    hit[i, j] = earliest_root(Z[:, i, j], K, reach, on_surface[i, j], work) <= reach
+                    hit[i, j] = mode[i, j] == MODE_FREE and earliest_root(Z[:, i, j], K, reach, drop[i, j],
+                                                                          work) <= reach
         for i in range(n):
             for j in range(m):
-                on_surface[i, j] = False
+                drop[i, j] = DROP_NONE
         if found:
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, on_surface, hit, t, ev_t,
-                                  ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev)
+            released = False
+            for slot in range(n_slots):
+                for beta in (leak, 1.0):
+                    i, j = samples[slot], neurons[slot]
+                    if mode[i, j] == MODE_HELD and _exit_root(Cm, phi, slot, K - 1, beta, reach, work, poly) <= reach:
+                        mode[i, j] = MODE_FREE
+                        active[i, j] = beta == 1.0
+                        drop[i, j] = DROP_RELEASED
+                        released = True
+                        n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, EVENT_SLIDE_END,
+                                    j, i, 1 if beta == 1.0 else -1, beta)
+            if released:
+                slopes_from_state(active, mode, leak, S)
+            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, caratheodory,
+                                  selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult,
+                                  n_ev)
             if code != status.RUNNING:
                 break
         if not math.isfinite(max_abs(P)):

@@ -1,16 +1,34 @@
-"""What happens at a switching surface: classify the hyperplanes a neuron sits on and pick the new pattern.
+"""What happens at a switching surface: the minimal-norm velocity of a neuron and the classification it implies.
 
 At ``z_ij = 0`` the network output is continuous (``sigma(0) = 0`` whatever the slope), so the residual weights
 ``G`` are too, and the only discontinuity of the field is the slope ``s_ij`` of the neuron's own surfaces. The
-velocity of neuron ``j`` is affine in the slopes ``s_I`` of the surfaces ``I`` it sits on:
+velocity of neuron ``j`` on the surfaces ``I`` it sits on is affine in their slopes (DESIGN.md §1):
 
-    (w_j, b_j)' = v0 + sum_{k in I} s_k e_k,   e_k = -a_j G_k (x_k, 1),
+    (w_j, b_j)' = v(s) = v0 + sum_{k in I} s_k e_k,   e_k = -a_j G_k n_k,   n_k = (x_k, 1),  s_k in [leak, 1].
 
-and so are the normal velocities ``u_i = <(w_j, b_j)', (x_i, 1)>`` for ``i in I``. A **transversal crossing**
-is a unique assignment ``s_I in {leak, 1}^I`` whose normal velocities agree with it strictly (``u_i > 0`` on the
-active side, ``u_i < 0`` on the other): the state leaves every surface of ``I`` into that cell. Anything else
-(sliding, sticking, a repelling tie: DESIGN.md §1) is reported as non-transversal.
+The solution concept takes the minimal-norm element ``v* = v(s*)``, ``s* = argmin |v(s)|`` over the box: a tiny
+bounded least-squares problem per neuron (:func:`box_least_squares`). Because ``e_k`` is parallel to the normal
+``n_k``, its optimality conditions say ``u_k = <v*, n_k> = 0`` wherever ``s*_k`` is interior. So, with
+``M_kk = <e_k, n_k> = -a_j G_k |n_k|^2`` the jump of ``u_k`` across surface ``k``:
+
+* ``|u*_k| > tol``: the state leaves surface ``k`` to the side ``sign(u*_k)`` (**crossing**);
+* ``u*_k = 0``, ``s*_k`` interior, ``M_kk < 0``: both sides push into the surface (**sliding**, multiplier
+  ``s*_k``, the Filippov sliding field);
+* ``u*_k = 0``, ``s*_k`` interior, ``M_kk > 0``: both sides push away (**repelling tie**): the minimal-norm
+  solution stays (the "regular" solution); ``tie_policy = TIE_LEAVE`` leaves on the side of steepest descent
+  (the larger ``|v|^2 = -dL/dt``);
+* ``u*_k = 0`` with ``s*_k`` at a bound (or ``M_kk = 0``): one side has zero normal velocity (**sticking**, e.g. a
+  ReLU neuron dying on its last hyperplane).
+
+``tol`` is ``STAY_TOL`` times ``(|v0| + sum_k |e_k|) |n_k|``: normal velocities that small are rounding noise.
+
+With ``caratheodory = True`` the field is the single-valued selection ``s = sigma'(0) = c`` instead: a surface is
+left to the side ``sign(u_k(c))`` when the one-sided field there agrees; it stays when ``s*_k = c`` or
+``u_k(c) = 0``; and when the selection pushes the state back into a surface it cannot stay on (sliding), no
+Carathéodory solution exists: ``NO_CARATHEODORY``.
 """
+
+import math
 
 import numpy as np
 
@@ -23,100 +41,243 @@ EVENT_SLIDE_END = 2
 EVENT_STICK = 3
 EVENT_TIE = 4
 EVENT_ZENO = 5
+NO_EVENT = -1
 
-#: Largest number of simultaneous hyperplanes of one neuron whose 2^k sign assignments are enumerated.
-MAX_SURFACES = 12
+TIE_STAY = 0
+TIE_LEAVE = 1
+
+#: Relative size below which a normal velocity counts as zero (the surface is kept).
+STAY_TOL = 1e-9
+#: Largest number of hyperplanes one neuron may sit on at once.
+MAX_SURFACES = 64
 
 
 @jit
-def classify_neuron(Xa, G, P, S, leak, bias, j, hit, out_side):
-    """Decide the side of each surface in ``hit[:, j]`` for neuron ``j``.
+def box_least_squares(E, v0, lo, hi, s):
+    """Minimise ``|v0 + E s|^2`` over ``lo <= s <= hi`` (an active-set method; exact at termination).
+
+    Parameters
+    ----------
+    E : ndarray, shape (p, q)
+    v0 : ndarray, shape (p,)
+    lo, hi : float
+        Box bounds (the same for every component), ``lo < hi``.
+    s : ndarray, shape (q,)
+        Output: a minimiser (the minimum-norm one on the free set when ``E`` is rank deficient).
+
+    Returns
+    -------
+    int
+        ``status.RUNNING`` on convergence, ``status.NO_PROGRESS`` if the iteration budget ran out.
+    """
+    q = E.shape[1]
+    H = E.T @ E
+    g0 = E.T @ v0
+    scale = 0.0
+    for k in range(q):
+        scale = max(scale, abs(g0[k]))
+        for l in range(q):
+            scale = max(scale, abs(H[k, l]) * max(abs(lo), abs(hi)))
+    tol = 1e-14 * scale
+    for k in range(q):
+        s[k] = lo
+    free = np.zeros(q, np.bool_)
+    for _ in range(20 * q + 20):
+        grad = H @ s + g0
+        # variables at a bound whose gradient points into the box are released
+        changed = False
+        for k in range(q):
+            if not free[k]:
+                if (s[k] <= lo and grad[k] < -tol) or (s[k] >= hi and grad[k] > tol):
+                    free[k] = True
+                    changed = True
+                    break
+        nf = 0
+        for k in range(q):
+            if free[k]:
+                nf += 1
+        if nf == 0:
+            return status.RUNNING
+        idx = np.empty(nf, np.int64)
+        p = 0
+        for k in range(q):
+            if free[k]:
+                idx[p] = k
+                p += 1
+        Hf = np.empty((nf, nf))
+        rhs = np.empty(nf)
+        for a in range(nf):
+            rhs[a] = -grad[idx[a]]
+            for b in range(nf):
+                Hf[a, b] = H[idx[a], idx[b]]
+        step = np.linalg.lstsq(Hf, rhs)[0]
+        alpha = 1.0
+        blocking = -1
+        for a in range(nf):
+            k = idx[a]
+            if step[a] > 0.0 and s[k] + step[a] > hi:
+                r = (hi - s[k]) / step[a]
+                if r < alpha:
+                    alpha, blocking = r, k
+            elif step[a] < 0.0 and s[k] + step[a] < lo:
+                r = (lo - s[k]) / step[a]
+                if r < alpha:
+                    alpha, blocking = r, k
+        for a in range(nf):
+            k = idx[a]
+            s[k] = min(hi, max(lo, s[k] + alpha * step[a]))
+        if blocking >= 0:
+            s[blocking] = hi if step[np.searchsorted(idx, blocking)] > 0.0 else lo
+            free[blocking] = False
+            continue
+        if not changed:
+            # subspace minimum reached with every bound variable satisfied
+            grad = H @ s + g0
+            done = True
+            for k in range(q):
+                if not free[k] and ((s[k] <= lo and grad[k] < -tol) or (s[k] >= hi and grad[k] > tol)):
+                    done = False
+            if done:
+                return status.RUNNING
+    return status.NO_PROGRESS
+
+
+@jit
+def classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection, tie_policy, out_side,
+                    out_stay, out_kind, out_mult):
+    """Minimal-norm velocity of neuron ``j`` on the surfaces ``surface[:, j]`` and what each surface does.
 
     Parameters
     ----------
     Xa : ndarray, shape (n, d + 1)
     G : ndarray, shape (n,)
-        Residual weights at the event state.
+        Residual weights at the current state.
     P : ndarray, shape (m, d + 2)
-        Event state.
+        Current state.
     S : ndarray, shape (n, m)
-        Slopes before the event (only the rows not in ``hit`` are used).
+        Slopes of the cells the other samples are in (rows with ``surface[i, j]`` are ignored).
     leak : float
     bias : bool
     j : int
-        Neuron.
-    hit : ndarray of bool, shape (n, m)
-        Surfaces the state sits on.
+    surface : ndarray of bool, shape (n, m)
+        The surfaces the state sits on.
+    caratheodory : bool
+        Use the selection ``s = selection`` instead of the minimal-norm element.
+    selection : float
+        ``sigma'(0)`` for the Carathéodory field.
+    tie_policy : int
+        ``TIE_STAY`` or ``TIE_LEAVE``.
     out_side : ndarray of int8, shape (n,)
-        Filled for the rows with ``hit[i, j]``: +1 active side, -1 inactive side.
+        +1 / -1: the side a surface is left to (or, when staying, 0).
+    out_stay : ndarray of bool, shape (n,)
+        Whether the state stays on the surface.
+    out_kind : ndarray of int8, shape (n,)
+        ``EVENT_CROSS``, ``EVENT_SLIDE_START``, ``EVENT_STICK`` or ``EVENT_TIE`` (the kind this surface would log
+        if its mode changes).
+    out_mult : ndarray, shape (n,)
+        The multiplier ``s*_k``.
 
     Returns
     -------
     int
-        ``status.RUNNING`` when a transversal crossing was found, ``status.NONTRANSVERSAL`` or
-        ``status.TOO_MANY_SURFACES`` otherwise.
+        ``status.RUNNING``, or ``TOO_MANY_SURFACES`` / ``NO_CARATHEODORY`` / ``NO_PROGRESS``.
     """
     n, da = Xa.shape
     d = da - 1
     a_j = P[j, da]
     count = 0
     for i in range(n):
-        if hit[i, j]:
+        if surface[i, j]:
             count += 1
     if count > MAX_SURFACES:
         return status.TOO_MANY_SURFACES
     idx = np.empty(count, np.int64)
     q = 0
     for i in range(n):
-        if hit[i, j]:
+        if surface[i, j]:
             idx[q] = i
             q += 1
+    normal = np.zeros((da, count))
+    for p in range(count):
+        for r in range(d):
+            normal[r, p] = Xa[idx[p], r]
+        normal[d, p] = 1.0 if bias else 0.0
     v0 = np.zeros(da)
     for i in range(n):
-        if not hit[i, j]:
+        if not surface[i, j]:
             coef = -a_j * G[i] * S[i, j]
-            for r in range(da):
-                v0[r] += coef * Xa[i, r]
-    if not bias:
-        v0[d] = 0.0
-    # base[p] = <v0, Xa_p>,  M[p, k] = <e_k, Xa_p> for p, k in I
-    base = np.empty(count)
-    M = np.empty((count, count))
-    for p in range(count):
-        ip = idx[p]
-        acc = 0.0
-        for r in range(da):
-            acc += v0[r] * Xa[ip, r]
-        base[p] = acc
-        for k in range(count):
-            ik = idx[k]
-            dot = 0.0
             for r in range(d):
-                dot += Xa[ik, r] * Xa[ip, r]
+                v0[r] += coef * Xa[i, r]
             if bias:
-                dot += 1.0
-            M[p, k] = -a_j * G[ik] * dot
-    found = 0
-    chosen = -1
-    for code in range(1 << count):
-        consistent = True
-        for p in range(count):
-            u = base[p]
-            for k in range(count):
-                s_k = 1.0 if (code >> k) & 1 else leak
-                u += s_k * M[p, k]
-            if (code >> p) & 1:
-                if not u > 0.0:
-                    consistent = False
-                    break
-            elif not u < 0.0:
-                consistent = False
-                break
-        if consistent:
-            found += 1
-            chosen = code
-    if found != 1:
-        return status.NONTRANSVERSAL
+                v0[d] += coef
+    E = np.empty((da, count))
+    e_size = 0.0
     for p in range(count):
-        out_side[idx[p]] = 1 if (chosen >> p) & 1 else -1
+        coef = -a_j * G[idx[p]]
+        norm = 0.0
+        for r in range(da):
+            E[r, p] = coef * normal[r, p]
+            norm += E[r, p] ** 2
+        e_size += math.sqrt(norm)
+    s = np.empty(count)
+    code = box_least_squares(E, v0, leak, 1.0, s)
+    if code != status.RUNNING:
+        return code
+    v = v0 + E @ s
+    u = normal.T @ v
+    v0_size = math.sqrt(np.sum(v0 * v0))
+    for p in range(count):
+        i = idx[p]
+        n_size = math.sqrt(np.sum(normal[:, p] ** 2))
+        jump = 0.0
+        for r in range(da):
+            jump += E[r, p] * normal[r, p]
+        tol = STAY_TOL * (v0_size + e_size) * n_size
+        interior = leak < s[p] < 1.0
+        out_mult[i] = s[p]
+        if caratheodory:
+            u_sel = u[p] + (selection - s[p]) * jump
+            u_up = u[p] + (1.0 - s[p]) * jump
+            u_down = u[p] + (leak - s[p]) * jump
+            if abs(u_sel) <= tol or (abs(u[p]) <= tol and s[p] == selection):
+                out_stay[i] = True
+                out_side[i] = 0
+                out_kind[i] = EVENT_STICK
+            elif u_sel > 0.0 and u_up > tol:
+                out_stay[i] = False
+                out_side[i] = 1
+                out_kind[i] = EVENT_CROSS
+            elif u_sel < 0.0 and u_down < -tol:
+                out_stay[i] = False
+                out_side[i] = -1
+                out_kind[i] = EVENT_CROSS
+            else:
+                return status.NO_CARATHEODORY
+            continue
+        if u[p] > tol:
+            out_stay[i] = False
+            out_side[i] = 1
+            out_kind[i] = EVENT_CROSS
+        elif u[p] < -tol:
+            out_stay[i] = False
+            out_side[i] = -1
+            out_kind[i] = EVENT_CROSS
+        elif interior and jump < 0.0:
+            out_stay[i] = True
+            out_side[i] = 0
+            out_kind[i] = EVENT_SLIDE_START
+        elif interior and jump > 0.0:
+            out_kind[i] = EVENT_TIE
+            if tie_policy == TIE_LEAVE:
+                up = v + (1.0 - s[p]) * E[:, p]
+                down = v + (leak - s[p]) * E[:, p]
+                out_stay[i] = False
+                out_side[i] = 1 if np.sum(up * up) >= np.sum(down * down) else -1
+            else:
+                out_stay[i] = True
+                out_side[i] = 0
+        else:
+            out_stay[i] = True
+            out_side[i] = 0
+            out_kind[i] = EVENT_STICK
     return status.RUNNING

@@ -59,7 +59,7 @@ def _sign_variations(s, deg, tmp):
 
 
 @jit
-def earliest_root(g, order, bound, drop_constant, work):
+def earliest_root(g, order, bound, drop, work):
     """Smallest root in ``(0, bound]`` of ``g(tau) = sum_k g[k] tau^k``, or ``inf`` when there is none.
 
     Parameters
@@ -70,9 +70,10 @@ def earliest_root(g, order, bound, drop_constant, work):
         Degree of ``g``.
     bound : float
         Right end of the search interval, ``> 0``.
-    drop_constant : bool
-        Treat ``g[0]`` as exactly 0 and look for roots of ``g(tau) / tau``: used for a switching function whose
-        surface the state sits on (just crossed), so that the crossing just made is not found again.
+    drop : int
+        Number of leading coefficients known to vanish: treat ``g[0..drop-1]`` as exactly 0 and look for roots of
+        ``g(tau) / tau^drop``. A switching function whose surface the state just crossed has ``drop = 1`` (so the
+        crossing just made is not found again); one left tangentially has ``drop = 2``.
     work : ndarray, shape (4, >= order + 1)
         Scratch space.
 
@@ -86,7 +87,7 @@ def earliest_root(g, order, bound, drop_constant, work):
     shifted = work[1]
     s = work[2]
     tmp = work[3]
-    first = 1 if drop_constant else 0
+    first = drop
     deg = order - first
     scale = 1.0
     for k in range(deg + 1):

@@ -132,7 +132,8 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1):
 
 
 @jit
-def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, C, Z, F, G, A0, A1, R):
+def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_offset, cons_sample, cons_pinv,
+                        C, Z, F, G, A0, A1, R, Cm):
     """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``.
 
     Parameters
@@ -151,11 +152,21 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, C, Z, 
         Whether ``b`` and ``a`` move.
     order : int
         Highest order ``K`` computed.
+    cons_offset, cons_sample, cons_pinv : ndarray
+        Surfaces the state is constrained to (sliding, sticking): neuron ``j`` is held on the hyperplanes of the
+        samples ``cons_sample[cons_offset[j]:cons_offset[j + 1]]``, whose normals ``N_j`` (columns ``(x_i, 1)``,
+        or ``(x_i, 0)`` without bias) have pseudo-inverse rows ``cons_pinv[slot]`` (shape ``(d + 1,)``). The
+        velocity of such a neuron is the projection ``v - N_j N_j^+ v`` of its velocity ``v`` without those
+        samples: the Filippov sliding field (events.py). The projection is constant, so it commutes with the
+        Taylor recurrence and is applied order by order.
     C : ndarray, shape (>= K + 1, m, d + 2)
         ``C[0]`` holds the state on entry; ``C[1..K]`` are filled.
     Z, F, G, A0, A1, R : ndarray
         Work arrays of shapes ``(>= K + 1, n, m)``, ``(>= K + 1, n)`` (four of them) and ``(>= K + 1, m, d + 1)``.
         On return ``Z[0..K]`` holds the Taylor coefficients of every switching function ``z_ij``.
+    Cm : ndarray, shape (>= K, n_slots)
+        Output: the coefficients ``N_j^+ v`` of each constrained surface; the Filippov multiplier is
+        ``Cm / (a_j G_i)``.
     """
     n, da = Xa.shape
     m = C.shape[1]
@@ -190,9 +201,22 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, C, Z, 
                 acc = 0.0
                 for l in range(lmax + 1):
                     acc += C[l, j, da] * R[k - l, j, q]
-                C[k + 1, j, q] = -acc * inv
+                C[k + 1, j, q] = -acc
             if not bias:
                 C[k + 1, j, d] = 0.0
+            for slot in range(cons_offset[j], cons_offset[j + 1]):
+                acc = 0.0
+                for q in range(da):
+                    acc += cons_pinv[slot, q] * C[k + 1, j, q]
+                Cm[k, slot] = acc
+            for slot in range(cons_offset[j], cons_offset[j + 1]):
+                i = cons_sample[slot]
+                for q in range(d):
+                    C[k + 1, j, q] -= Cm[k, slot] * Xa[i, q]
+                if bias:
+                    C[k + 1, j, d] -= Cm[k, slot]
+            for q in range(da):
+                C[k + 1, j, q] *= inv
             if train_outer:
                 # a_j' = -sum_i s_ij sum_l G_i^[l] z_ij^[k-l]
                 acc = 0.0

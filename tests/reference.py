@@ -490,7 +490,8 @@ def reference_flow(X, y, W, b, a, t_end, *, loss, reduction="mean", leak=0.0,
     W : array_like, shape (m, d)
         Initial first-layer weights.
     b : array_like, shape (m,), or None
-        Initial biases; ignored (zero and frozen) when ``bias=False``.
+        Initial biases.  With ``bias=False`` it must be ``None`` or zero
+        (biases are then zero and frozen); a nonzero ``b`` raises ValueError.
     a : array_like, shape (m,)
         Initial outer weights (frozen unless ``train_outer``).
     t_end : float or mpmath.mpf

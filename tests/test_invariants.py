@@ -45,9 +45,7 @@ def test_invariants_random_problems_with_bias(loss, leak, rng):
                       train_outer=True)
     p0 = examples.random_init(m, d, rng, bias=True)
     res = fl.gradient_flow(prob, p0, 5.0)
-    if res.status != "success":
-        # these random problems may slide; the transversal engine must say so rather than go on
-        assert res.status == "failed" and "non-transversal" in res.message
+    assert res.status == "success", res.message
     assert res.balancedness_drift <= 1e-12
     assert res.energy_residual <= 1e-12
     assert np.all(np.diff(res.loss) <= 1e-15 * res.loss[:-1])

@@ -9,9 +9,9 @@ from hypothesis import given, strategies as st
 from flowlib.kernels.roots import earliest_root
 
 
-def call(coeffs, bound, drop=False):
+def call(coeffs, bound, drop=0):
     coeffs = np.asarray(coeffs, dtype=float)
-    return earliest_root(coeffs, len(coeffs) - 1, bound, drop, np.empty((4, len(coeffs))))
+    return earliest_root(coeffs, len(coeffs) - 1, bound, int(drop), np.empty((4, len(coeffs))))
 
 
 def poly_from_roots(roots, scale=1.0, extra=()):
@@ -33,14 +33,14 @@ def test_drop_constant_skips_root_at_zero():
     # g(t) = t (t - 0.25) (t - 0.7): with the surface at t = 0 already processed the next root is 0.25
     c = poly_from_roots([0.0, 0.25, 0.7])
     c[0] = -1e-18  # rounding left the state a hair on the wrong side of the surface
-    assert call(c, 1.0, drop=True) == pytest.approx(0.25, rel=1e-14)
-    assert 0.0 < call(c, 1.0, drop=False) < 1e-15  # without the flag the crossing just made fires again
+    assert call(c, 1.0, drop=1) == pytest.approx(0.25, rel=1e-14)
+    assert 0.0 < call(c, 1.0, drop=0) < 1e-15  # without the flag the crossing just made fires again
 
 
 def test_no_root_and_identically_zero():
     assert math.isinf(call([1.0, 0.5, 0.25], 1.0))
     assert math.isinf(call([0.0, 0.0, 0.0], 1.0))
-    assert math.isinf(call([0.0, 0.0, 0.0], 1.0, drop=True))
+    assert math.isinf(call([0.0, 0.0, 0.0], 1.0, drop=1))
 
 
 def test_root_beyond_bound_is_ignored():
