@@ -124,8 +124,8 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
     dps : int, optional
         Decimal digits for an arbitrary-precision (mpmath) run. Not available yet: only ``None`` (float64).
     rtol : float
-        Local tolerance of the step-size rule (mixed absolute/relative, in ``[1e-16, 1e-3]``). It also sets the
-        Taylor order ``ceil(-ln(rtol)/2) + 1``.
+        Local tolerance of the step-size rule, relative to ``max |theta|``, in ``[1e-16, 1e-3]``. It also sets
+        the Taylor order ``ceil(-ln(rtol)/2) + 1``.
     solution : {"filippov", "caratheodory"}
         ``"filippov"``: the minimal-norm (regular) solution, which slides where both sides push into a surface.
         ``"caratheodory"``: the flow of the single-valued field with ``sigma'(0) = selection``; it crosses and

@@ -11,8 +11,9 @@ Each step
    velocity projected onto its held surfaces (:func:`.series.taylor_coefficients`), and the Taylor coefficients of
    each held surface's Filippov multiplier, ``s_ij = (N_j^+ v_j) / (a_j G_i)``;
 3. chooses ``h = rho / e^2 * exp(-0.7 / (K - 1))`` from the last two coefficients with
-   ``rho = min_k (max(1, |theta|_inf) / |theta^[k]|_inf)^(1/k)``, ``k in {K-1, K}`` (Jorba & Zou 2005; heyoka's
-   rule), so that the local truncation error is about ``tol`` in the mixed absolute/relative sense;
+   ``rho = min_k (|theta|_inf / |theta^[k]|_inf)^(1/k)``, ``k in {K-1, K}`` (Jorba & Zou 2005, the rule heyoka
+   uses), so that the local truncation error is about ``tol`` relative to the state: purely relative, because
+   the small initialisations of the theory (scale 1e-8) would drown in an absolute tolerance;
 4. finds the earliest root in ``(0, h]`` of every free switching polynomial ``z_ij(tau)`` and of every held
    surface's exit polynomials ``a_j G_i (s_ij - beta)``, ``beta in {leak, 1}`` (:func:`.roots.earliest_root`,
    shrinking the bound as roots are found), and truncates the step there;
@@ -34,7 +35,7 @@ import numpy as np
 from . import status
 from ._jit import jit
 from .events import EVENT_CROSS, EVENT_SLIDE_END, EVENT_TIE, classify_neuron
-from .roots import earliest_root
+from .roots import STACK, earliest_root, excluded
 from .series import horner_state, max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, \
     velocity_inner
 
@@ -270,7 +271,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     R = np.zeros((K + 1, m, da))
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
-    work = np.empty((4, K + 1))
+    Zt = np.empty((n, m, K + 1))
+    work = np.empty((6, max(K + 1, STACK)))
     poly = np.empty(K + 1)
     cons_offset = np.zeros(m + 1, np.int64)
     slopes_from_state(active, mode, leak, S)
@@ -327,7 +329,9 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             code = status.NONFINITE
             break
         # 3. step size
-        size = max(1.0, max_abs(C[0]))
+        size = max_abs(C[0])
+        if size == 0.0:
+            size = 1.0
         rho = math.inf
         if below > 0.0:
             rho = (size / below) ** (1.0 / (K - 1))
@@ -347,7 +351,12 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         for i in range(n):
             for j in range(m):
                 if mode[i, j] == MODE_FREE:
-                    tau = earliest_root(Z[:, i, j], K, bound, drop[i, j], work)
+                    g = Zt[i, j]
+                    for k in range(K + 1):
+                        g[k] = Z[k, i, j]
+                    if excluded(g, K, bound, drop[i, j]):
+                        continue
+                    tau = earliest_root(g, K, bound, drop[i, j], work)
                     if tau <= bound:
                         bound = tau
                         found = True
@@ -374,8 +383,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             reach = h * (1.0 + _SIMULTANEOUS)
             for i in range(n):
                 for j in range(m):
-                    hit[i, j] = mode[i, j] == MODE_FREE and earliest_root(Z[:, i, j], K, reach, drop[i, j],
-                                                                          work) <= reach
+                    hit[i, j] = mode[i, j] == MODE_FREE and not excluded(Zt[i, j], K, reach, drop[i, j]) \
+                        and earliest_root(Zt[i, j], K, reach, drop[i, j], work) <= reach
         for i in range(n):
             for j in range(m):
                 drop[i, j] = DROP_NONE

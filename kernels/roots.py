@@ -13,12 +13,10 @@ candidate interval is examined:
 
 import math
 
-import numpy as np
-
 from ._jit import jit
 
 _EPS = 2.220446049250313e-16
-_STACK = 128
+STACK = 128
 
 
 @jit
@@ -59,6 +57,18 @@ def _sign_variations(s, deg, tmp):
 
 
 @jit
+def excluded(g, order, bound, drop):
+    """True when ``g(tau) / tau^drop`` provably has no root in ``[0, bound]`` (the cheap first test).
+
+    ``|g_drop| > sum_{k > drop} |g_k| bound^(k - drop)`` bounds the polynomial away from 0 on the interval.
+    """
+    tail = 0.0
+    for k in range(order, drop, -1):
+        tail = tail * bound + abs(g[k])
+    return abs(g[drop]) > tail * bound
+
+
+@jit
 def earliest_root(g, order, bound, drop, work):
     """Smallest root in ``(0, bound]`` of ``g(tau) = sum_k g[k] tau^k``, or ``inf`` when there is none.
 
@@ -74,8 +84,8 @@ def earliest_root(g, order, bound, drop, work):
         Number of leading coefficients known to vanish: treat ``g[0..drop-1]`` as exactly 0 and look for roots of
         ``g(tau) / tau^drop``. A switching function whose surface the state just crossed has ``drop = 1`` (so the
         crossing just made is not found again); one left tangentially has ``drop = 2``.
-    work : ndarray, shape (4, >= order + 1)
-        Scratch space.
+    work : ndarray, shape (6, >= max(order + 1, STACK))
+        Scratch space (rows 4 and 5 hold the interval stack).
 
     Returns
     -------
@@ -111,9 +121,9 @@ def earliest_root(g, order, bound, drop, work):
     if abs(r[0]) > tail:
         return math.inf
 
-    stack_a = np.empty(_STACK)
-    stack_b = np.empty(_STACK)
-    top = 0
+    stack_a = work[4]
+    stack_b = work[5]
+    capacity = min(len(stack_a), STACK)
     stack_a[0] = 0.0
     stack_b[0] = 1.0
     top = 1
@@ -154,7 +164,7 @@ def earliest_root(g, order, bound, drop, work):
                 else:
                     hi = mid
             return hi * bound
-        if width <= 4.0 * _EPS or top + 2 > _STACK:
+        if width <= 4.0 * _EPS or top + 2 > capacity:
             # a cluster of roots (tangency) narrower than the working precision
             return a * bound if a > 0.0 else b * bound
         mid = 0.5 * (a + b)

@@ -21,6 +21,8 @@ exponential loss and ``p' = -p (1 - p) (y f)'`` for the logistic one.
 
 import math
 
+import numpy as np
+
 from ._jit import jit
 
 LOSS_EXP = 0
@@ -171,18 +173,25 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
     n, da = Xa.shape
     m = C.shape[1]
     d = da - 1
+    U = np.empty((order + 1, n, m))
+    outer = np.empty(m)
     for k in range(order):
         preactivations(Xa, C[k], Z[k])
-        # f_i^[k] = sum_j s_ij sum_l a_j^[l] z_ij^[k-l]
+        for i in range(n):
+            for j in range(m):
+                U[k, i, j] = S[i, j] * Z[k, i, j]
+        # f_i^[k] = sum_l sum_j a_j^[l] s_ij z_ij^[k-l]   (contiguous inner loops)
         lmax = k if train_outer else 0
         for i in range(n):
-            acc = 0.0
+            F[k, i] = 0.0
+        for l in range(lmax + 1):
             for j in range(m):
-                inner = 0.0
-                for l in range(lmax + 1):
-                    inner += C[l, j, da] * Z[k - l, i, j]
-                acc += S[i, j] * inner
-            F[k, i] = acc
+                outer[j] = C[l, j, da]
+            for i in range(n):
+                acc = 0.0
+                for j in range(m):
+                    acc += outer[j] * U[k - l, i, j]
+                F[k, i] += acc
         _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1)
         # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
         for j in range(m):
@@ -217,17 +226,18 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
                     C[k + 1, j, d] -= Cm[k, slot]
             for q in range(da):
                 C[k + 1, j, q] *= inv
-            if train_outer:
-                # a_j' = -sum_i s_ij sum_l G_i^[l] z_ij^[k-l]
-                acc = 0.0
+            C[k + 1, j, da] = 0.0
+        if train_outer:
+            # a_j' = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l]
+            for j in range(m):
+                outer[j] = 0.0
+            for l in range(k + 1):
                 for i in range(n):
-                    inner = 0.0
-                    for l in range(k + 1):
-                        inner += G[l, i] * Z[k - l, i, j]
-                    acc += S[i, j] * inner
-                C[k + 1, j, da] = -acc * inv
-            else:
-                C[k + 1, j, da] = 0.0
+                    g = G[l, i]
+                    for j in range(m):
+                        outer[j] += g * U[k - l, i, j]
+            for j in range(m):
+                C[k + 1, j, da] = -outer[j] * inv
     preactivations(Xa, C[order], Z[order])
 
 
@@ -265,11 +275,16 @@ def horner_state(C, order, tau, out):
 
 @jit
 def velocity_energy(C, order, h):
-    """``int_0^h |theta'(tau)|^2 dtau`` for the Taylor polynomial ``C`` (exact for the polynomial)."""
+    """``int_0^h |theta'(tau)|^2 dtau`` from the Taylor polynomial ``C``, to the polynomial's order.
+
+    ``theta'(tau) = sum_k (k + 1) C[k + 1] tau^k`` is accurate through ``tau^(order - 1)``, so the products of
+    its coefficients are kept through total degree ``order - 1`` (terms beyond are below the step's truncation
+    error).
+    """
     m, w = C.shape[1], C.shape[2]
     total = 0.0
     for k in range(order):
-        for l in range(k, order):
+        for l in range(k, order - k):
             dot = 0.0
             for j in range(m):
                 for q in range(w):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from flowlib.kernels.roots import earliest_root
+from flowlib.kernels.roots import STACK, earliest_root
 
 
 def call(coeffs, bound, drop=0):
     coeffs = np.asarray(coeffs, dtype=float)
-    return earliest_root(coeffs, len(coeffs) - 1, bound, int(drop), np.empty((4, len(coeffs))))
+    return earliest_root(coeffs, len(coeffs) - 1, bound, int(drop), np.empty((6, max(len(coeffs), STACK))))
 
 
 def poly_from_roots(roots, scale=1.0, extra=()):
