@@ -97,4 +97,47 @@ def os_logistic(m: int = 6, n: int = 8, d: int = 2, scale: float = 1e-2, seed: i
     return prob, balanced_init(m, d, scale, seed + 1)
 
 
-EXAMPLES = {"os-logistic": os_logistic, "two-crossings": two_crossings}
+
+
+def three_points(m: int, lam: float = 1e-3, seed=0) -> tuple[Problem, Params]:
+    """Boursier & Flammarion's three-point data with a perfectly balanced small initialisation (seed 003, App. B.1).
+
+    ``x = (-0.75, -0.5, 0.125)`` with a bias, ``y = (1.1, 0.1, 0.8)``, loss ``(1/(2n)) sum (h - y)^2`` (square,
+    mean), ReLU, trained outer layer; ``(a_j, w_j, b_j) = (lam / sqrt(m)) (s_j |w~_j|, w~_j)`` with
+    ``w~_j ~ N(0, I_2)`` and random signs ``s_j`` (note 003 §1, App. B.1). Balanced flows from small
+    initialisations get stuck at the spurious loss 256/2925 (verified.md item 3).
+    """
+    rng = _rng(seed)
+    prob = Problem(X=[[-0.75], [-0.5], [0.125]], y=[1.1, 0.1, 0.8], loss="square", reduction="mean", bias=True,
+                   train_outer=True)
+    wt = rng.standard_normal((m, 2))
+    a = rng.choice([-1.0, 1.0], size=m) * np.linalg.norm(wt, axis=1)
+    s = lam / np.sqrt(m)
+    return prob, Params(W=s * wt[:, :1], b=s * wt[:, 1], a=s * a)
+
+
+def gd_rate_network(w1: float, b1: float, w2: float, b2: float) -> tuple[Problem, Params]:
+    """Smorodinsky, Gimpleson & Safran's two-neuron network (seed 000, Eq. 1-2).
+
+    ``Phi(x) = relu(w1 x + b1) - relu(w2 x + b2)`` (outer weights fixed at +1, -1), data ``(-1, -1), (+1, +1)``,
+    loss ``(1/2) sum_i exp(-y_i Phi(x_i))`` (exp, mean).
+    """
+    prob = Problem(X=[[-1.0], [1.0]], y=[-1.0, 1.0], loss="exp", reduction="mean", bias=True, train_outer=False)
+    return prob, Params(W=[[w1], [w2]], b=[b1, b2], a=[1.0, -1.0])
+
+
+def sliding_two_points(scale: float = 1e-8) -> tuple[Problem, Params]:
+    """Wang & Pilanci's non-separable two-point example V12 (seed 004, note §5): one balanced neuron that slides.
+
+    ``X = [[1, 0], [1/2, sqrt(3)/2]]``, ``y = (+1, -1)``, logistic loss (sum), no bias, trained outer layer,
+    ``w(0) = scale (cos 0.3, sin 0.3)``, ``a(0) = scale``. It hits ``<w, x_2> = 0`` at ``t = 2.1829446...`` (small
+    initialisation limit) and then slides on that hyperplane towards the direction ``(sqrt(3)/2, -1/2)``.
+    """
+    prob = Problem(X=[[1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]], y=[1.0, -1.0], loss="logistic", reduction="sum",
+                   bias=False, train_outer=True)
+    return prob, Params(W=[[scale * np.cos(0.3), scale * np.sin(0.3)]], b=None, a=[scale])
+
+
+EXAMPLES = {"os-logistic": os_logistic, "two-crossings": two_crossings,
+            "three-points": lambda: three_points(50), "gd-rate": lambda: gd_rate_network(2.0, 3.0, -2.0, 3.1),
+            "sliding-two-points": sliding_two_points}
