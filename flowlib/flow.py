@@ -36,6 +36,8 @@ _KERNEL_STATUS = {
     kstatus.TOO_MANY_SURFACES: (Status.FAILED, f"a neuron sits on more than {kevents.MAX_SURFACES} hyperplanes at "
                                                "once"),
     kstatus.NO_PROGRESS: (Status.FAILED, "the step size underflowed: no progress in time"),
+    kstatus.NO_CONSISTENT: (Status.FAILED, "a neuron on several hyperplanes at once has no configuration (leave up, "
+                                           "leave down, or hold each) consistent with its own field"),
 }
 
 

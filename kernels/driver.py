@@ -34,8 +34,9 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .events import EVENT_CROSS, EVENT_SLIDE_END, EVENT_TIE, classify_neuron
+from .events import EVENT_CROSS, EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
 from .roots import STACK, earliest_root, excluded
+from .stepping import taylor_step
 from .series import horner_state, max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, \
     velocity_inner
 
@@ -49,8 +50,9 @@ DROP_CROSSED = 1
 DROP_RELEASED = 2
 
 _EPS = 2.220446049250313e-16
-_SAFETY = math.exp(-2.0)
 _SIMULTANEOUS = 64.0 * _EPS
+#: |z_ij| below this times max|theta| |(x_i, 1)|_1 is rounding: the state sits on the surface
+_ON_SURFACE = 64.0 * _EPS
 #: an exit polynomial this small relative to ``a_j G_i`` is rounding noise (a multiplier sitting on its bound)
 _EXIT_NOISE = 1e-12
 
@@ -69,7 +71,8 @@ def slopes_from_state(active, mode, leak, S):
 
 @jit
 def build_constraints(Xa, bias, mode, cons_offset):
-    """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows)."""
+    """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows,
+    dependent flags)."""
     n, m = mode.shape
     da = Xa.shape[1]
     d = da - 1
@@ -84,6 +87,7 @@ def build_constraints(Xa, bias, mode, cons_offset):
     samples = np.empty(total, np.int64)
     neurons = np.empty(total, np.int64)
     pinv = np.zeros((total, da))
+    dependent = np.zeros(total, np.bool_)
     for j in range(m):
         q0 = cons_offset[j]
         q = cons_offset[j + 1] - q0
@@ -99,11 +103,24 @@ def build_constraints(Xa, bias, mode, cons_offset):
                     N[r, p] = Xa[i, r]
                 N[d, p] = 1.0 if bias else 0.0
                 p += 1
-        rows = np.linalg.pinv(N)
+        rows = np.linalg.pinv(N, RCOND)
         for p in range(q):
             for r in range(da):
                 pinv[q0 + p, r] = rows[p, r]
-    return samples, neurons, pinv
+        if q > 1:
+            # a normal in the span of the others (duplicate or antipodal samples): the split of the multipliers
+            # among them is not unique, so their individual exits are not events
+            for p in range(q):
+                others = np.empty((da, q - 1))
+                col = 0
+                for r in range(q):
+                    if r != p:
+                        others[:, col] = N[:, r]
+                        col += 1
+                coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
+                residual = N[:, p] - others @ coef
+                dependent[q0 + p] = np.sqrt(np.sum(residual**2)) <= 1e-9 * np.sqrt(np.sum(N[:, p] ** 2))
+    return samples, neurons, pinv, dependent
 
 
 @jit
@@ -139,10 +156,11 @@ def _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind, j
 
 
 @jit
-def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, caratheodory, selection,
+def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t, caratheodory, selection,
              tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev):
     """Classify, per neuron, the surfaces in ``hit`` together with the others the neuron sits on; update the
-    modes, the pattern and the log. Returns ``(status, n_ev)``."""
+    modes, the pattern and the log. ``forced[i, j] = +-1`` releases a held surface to that side (its multiplier
+    left ``[leak, 1]``). Returns ``(status, n_ev)``."""
     n, m = hit.shape
     G = np.empty(n)
     velocity_inner(Xa, y, S, loss_kind, c, P, G)
@@ -161,8 +179,8 @@ def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, 
         for i in range(n):
             surface[i, j] = hit[i, j] or mode[i, j] == MODE_HELD or (
                 mode[i, j] == MODE_FREE and drop[i, j] == DROP_CROSSED)
-        code = classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection, tie_policy, side,
-                               stay, kind, mult)
+        code = classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, selection, tie_policy,
+                               side, stay, kind, mult)
         if code != status.RUNNING:
             return code, n_ev
         for i in range(n):
@@ -185,7 +203,7 @@ def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, 
                 active[i, j] = new_active
                 n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind[i], j, i,
                             side[i], mult[i] if kind[i] == EVENT_TIE else math.nan)
-            drop[i, j] = DROP_CROSSED
+            drop[i, j] = DROP_RELEASED if forced[i, j] != 0 else DROP_CROSSED
     slopes_from_state(active, mode, leak, S)
     return status.RUNNING, n_ev
 
@@ -203,9 +221,52 @@ def _exit_root(Cm, phi, slot, order, beta, bound, work, poly):
         p *= bound
     if size_h <= _EXIT_NOISE * size_phi:
         return math.inf
-    # a multiplier starting on this bound (sticking) leaves it only through a later root
+    # a multiplier starting on this bound (sticking) leaves it only through a later root, and only if it moves
+    # measurably (more than STAY_TOL) within the step
     on_bound = abs(poly[0]) <= _EXIT_NOISE * abs(phi[0, slot])
+    if on_bound:
+        drift = 0.0
+        p = bound
+        for k in range(1, order + 1):
+            drift = max(drift, abs(poly[k]) * p)
+            p *= bound
+        if drift <= STAY_TOL * size_phi:
+            return math.inf
     return earliest_root(poly, order, bound, on_bound, work)
+
+
+@jit
+def _leaving_bound(Cm, phi, slot, beta, h):
+    """Whether the multiplier ``s = Cm / phi`` of ``slot`` sits on ``beta`` (to rounding) and moves out of
+    ``[leak, 1]`` through it, by more than ``STAY_TOL`` over the step ``h`` (``s' = (Cm' - beta phi') / phi``)."""
+    value = Cm[0, slot] - beta * phi[0, slot]
+    if phi[0, slot] == 0.0 or abs(value) > _EXIT_NOISE * abs(phi[0, slot]):
+        return False
+    rate = (Cm[1, slot] - beta * phi[1, slot]) / phi[0, slot]
+    if abs(rate) * h <= STAY_TOL:
+        return False
+    return rate > 0.0 if beta == 1.0 else rate < 0.0
+
+
+@jit
+def _exit_side(phi, slot, order, tau, beta):
+    """Side a held surface leaves to when its multiplier ``s = c / (a_j G_i)`` crosses ``beta`` at ``tau``.
+
+    The normal velocity on either side is ``u(sigma) = (sigma - s) M`` with ``M = -a_j G_i |n_i|^2``. Sliding
+    (``M < 0``) ends upwards at ``s = 1`` and downwards at ``s = leak``; a held repelling tie (``M > 0``) the other
+    way round. Returns 0 when ``a_j G_i`` vanishes there (``s`` is 0/0: no genuine exit; re-classify).
+    """
+    value = phi[order, slot]
+    size = abs(phi[order, slot])
+    p = 1.0
+    for k in range(order - 1, -1, -1):
+        value = value * tau + phi[k, slot]
+    for k in range(order + 1):
+        size = max(size, abs(phi[k, slot]) * p)
+        p *= tau
+    if abs(value) <= 1e-8 * size:
+        return 0
+    return 1 if (beta == 1.0) == (value > 0.0) else -1
 
 
 @jit
@@ -271,6 +332,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     R = np.zeros((K + 1, m, da))
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
+    forced = np.zeros((n, m), np.int8)
     Zt = np.empty((n, m, K + 1))
     work = np.empty((6, max(K + 1, STACK)))
     poly = np.empty(K + 1)
@@ -279,6 +341,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     t = clock[0]
     n_steps = 0
     n_ev = 0
+    stalls = 0
     code = status.RUNNING
     while True:
         if t >= t_end:
@@ -290,23 +353,49 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         if n_ev >= max_events:
             code = status.EVENT_BUFFER_FULL
             break
-        # 1. free surfaces whose side disagrees with the sign of z: events now
+        # 1. free surfaces the state sits on (to rounding) or whose side disagrees with the sign of z: events now
         preactivations(Xa, P, Z[0])
+        scale = max_abs(P)
         pending = False
         for i in range(n):
+            reach_i = 0.0
+            for q in range(da):
+                reach_i += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
+            reach_i *= _ON_SURFACE * scale
             for j in range(m):
                 z = Z[0, i, j]
                 wrong = (z <= 0.0) if active[i, j] else (z >= 0.0)
-                hit[i, j] = wrong and mode[i, j] == MODE_FREE and drop[i, j] == DROP_NONE
+                hit[i, j] = (wrong or abs(z) <= reach_i) and mode[i, j] == MODE_FREE and drop[i, j] == DROP_NONE
                 pending = pending or hit[i, j]
         if pending:
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, caratheodory,
-                                  selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult,
-                                  n_ev)
+            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
+                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
+                                  ev_mult, n_ev)
             if code != status.RUNNING:
                 break
         # 2. Taylor coefficients, held surfaces and their multipliers
-        samples, neurons, pinv = build_constraints(Xa, bias, mode, cons_offset)
+        samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
+        # neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step:
+        # whether some split of their multipliers still fits in [leak, 1] is decided by the configuration search
+        # (their release is therefore located to the step, not to machine precision)
+        regroup = False
+        for slot in range(len(samples)):
+            if dependent[slot]:
+                regroup = True
+        if regroup:
+            for i in range(n):
+                for j in range(m):
+                    hit[i, j] = False
+            for slot in range(len(samples)):
+                if dependent[slot]:
+                    for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
+                        hit[samples[q], neurons[q]] = True
+            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
+                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
+                                  ev_mult, n_ev)
+            if code != status.RUNNING:
+                break
+            samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
         n_slots = len(samples)
         Cm = np.zeros((K + 1, n_slots))
         phi = np.zeros((K + 1, n_slots))
@@ -330,14 +419,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             break
         # 3. step size
         size = max_abs(C[0])
-        if size == 0.0:
-            size = 1.0
-        rho = math.inf
-        if below > 0.0:
-            rho = (size / below) ** (1.0 / (K - 1))
-        if top > 0.0:
-            rho = min(rho, (size / top) ** (1.0 / K))
-        h = rho * _SAFETY * math.exp(-0.7 / (K - 1))
+        h = taylor_step(size if size > 0.0 else 1.0, below, top, K)
         remaining = t_end - t
         final = h >= remaining
         if final:
@@ -345,6 +427,39 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         if not (h > 0.0) or t + h == t:
             code = status.NO_PROGRESS
             break
+        # held surfaces whose multiplier sits on a bound and moves out of [leak, 1]: released now
+        leaving = False
+        for slot in range(n_slots):
+            i, j = samples[slot], neurons[slot]
+            if dependent[slot]:
+                continue
+            for beta in (leak, 1.0):
+                if _leaving_bound(Cm, phi, slot, beta, h):
+                    side = _exit_side(phi, slot, K - 1, 0.0, beta)
+                    if side != 0:
+                        hit[i, j] = True
+                        forced[i, j] = side
+                        leaving = True
+        if leaving:
+            # each pass releases at least one held surface (a forced side is always taken), so this cannot
+            # repeat more than n m times at one instant
+            stalls += 1
+            if stalls > n * m + 1:
+                code = status.NO_PROGRESS
+                break
+            for i in range(n):
+                for j in range(m):
+                    hit[i, j] = hit[i, j] and mode[i, j] == MODE_HELD
+            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
+                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
+                                  ev_mult, n_ev)
+            for i in range(n):
+                for j in range(m):
+                    forced[i, j] = 0
+            if code != status.RUNNING:
+                break
+            continue
+        stalls = 0
         # 4. earliest root of every free switching polynomial and every exit polynomial
         bound = h
         found = False
@@ -361,6 +476,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                         bound = tau
                         found = True
         for slot in range(n_slots):
+            if dependent[slot]:
+                continue
             for beta in (leak, 1.0):
                 tau = _exit_root(Cm, phi, slot, K - 1, beta, bound, work, poly)
                 if tau <= bound:
@@ -389,22 +506,21 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             for j in range(m):
                 drop[i, j] = DROP_NONE
         if found:
-            released = False
             for slot in range(n_slots):
+                i, j = samples[slot], neurons[slot]
+                if dependent[slot]:
+                    continue
                 for beta in (leak, 1.0):
-                    i, j = samples[slot], neurons[slot]
-                    if mode[i, j] == MODE_HELD and _exit_root(Cm, phi, slot, K - 1, beta, reach, work, poly) <= reach:
-                        mode[i, j] = MODE_FREE
-                        active[i, j] = beta == 1.0
-                        drop[i, j] = DROP_RELEASED
-                        released = True
-                        n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, EVENT_SLIDE_END,
-                                    j, i, 1 if beta == 1.0 else -1, beta)
-            if released:
-                slopes_from_state(active, mode, leak, S)
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, t, caratheodory,
-                                  selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult,
-                                  n_ev)
+                    if _exit_root(Cm, phi, slot, K - 1, beta, reach, work, poly) <= reach:
+                        hit[i, j] = True
+                        # a multiplier c / (a_j G_i) that leaves [leak, 1] with a_j G_i != 0 releases the surface;
+                        # at a_j G_i = 0 (0/0) the neuron is re-classified instead
+                        forced[i, j] = _exit_side(phi, slot, K - 1, h, beta)
+            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
+                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
+                                  ev_mult, n_ev)
+            for slot in range(n_slots):
+                forced[samples[slot], neurons[slot]] = 0
             if code != status.RUNNING:
                 break
         if not math.isfinite(max_abs(P)):

@@ -22,6 +22,15 @@ bounded least-squares problem per neuron (:func:`box_least_squares`). Because ``
 
 ``tol`` is ``STAY_TOL`` times ``(|v0| + sum_k |e_k|) |n_k|``: normal velocities that small are rounding noise.
 
+On several surfaces at once the instantaneous minimal-norm velocity does not always say where the state goes
+next: a neuron at the origin may leave one hyperplane into a cell whose field drives it straight back onto
+another. For ``2 <= |I| <= MAX_ENUMERATED`` every configuration (each surface left upwards, left downwards, or
+held with the multiplier that keeps the velocity tangent) is checked for consistency (``u_k > 0`` / ``u_k < 0`` on
+the sides left, multipliers in ``[leak, 1]`` on the surfaces held), and the consistent one with the smallest
+``|v|`` is taken: the minimal-norm element among the velocities the solution can actually continue with (for one
+surface this is exactly the minimal-norm rule above). With ``TIE_LEAVE`` configurations holding a repelling
+surface are skipped and the largest ``|v|`` (steepest descent) is taken.
+
 With ``caratheodory = True`` the field is the single-valued selection ``s = sigma'(0) = c`` instead: a surface is
 left to the side ``sign(u_k(c))`` when the one-sided field there agrees; it stays when ``s*_k = c`` or
 ``u_k(c) = 0``; and when the selection pushes the state back into a surface it cannot stay on (sliding), no
@@ -50,6 +59,11 @@ TIE_LEAVE = 1
 STAY_TOL = 1e-9
 #: Largest number of hyperplanes one neuron may sit on at once.
 MAX_SURFACES = 64
+#: Relative singular-value cut-off of the small least-squares solves: hyperplanes of duplicate or antipodal samples
+#: have exactly dependent normals, which LAPACK's default (machine epsilon) may not recognise.
+RCOND = 1e-12
+#: Largest number of simultaneous surfaces whose 3^k configurations are checked for consistency.
+MAX_ENUMERATED = 7
 
 
 @jit
@@ -68,7 +82,8 @@ def box_least_squares(E, v0, lo, hi, s):
     Returns
     -------
     int
-        ``status.RUNNING`` on convergence, ``status.NO_PROGRESS`` if the iteration budget ran out.
+        ``status.RUNNING`` (the iteration always ends with a minimiser: an active-set method, with cyclic
+        coordinate descent and a polishing solve as the fallback when the active set cycles).
     """
     q = E.shape[1]
     H = E.T @ E
@@ -110,7 +125,7 @@ def box_least_squares(E, v0, lo, hi, s):
             rhs[a] = -grad[idx[a]]
             for b in range(nf):
                 Hf[a, b] = H[idx[a], idx[b]]
-        step = np.linalg.lstsq(Hf, rhs)[0]
+        step = np.linalg.lstsq(Hf, rhs, RCOND)[0]
         alpha = 1.0
         blocking = -1
         for a in range(nf):
@@ -139,11 +154,121 @@ def box_least_squares(E, v0, lo, hi, s):
                     done = False
             if done:
                 return status.RUNNING
-    return status.NO_PROGRESS
+    # the active-set iteration can cycle on rank-deficient problems (many hyperplanes through a neuron at the
+    # origin): fall back to cyclic coordinate descent, which converges for any convex quadratic, then polish the
+    # free variables with one least-squares solve
+    return _coordinate_descent(H, g0, lo, hi, s)
 
 
 @jit
-def classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection, tie_policy, out_side,
+def _coordinate_descent(H, g0, lo, hi, s):
+    q = len(s)
+    for k in range(q):
+        s[k] = 0.5 * (lo + hi)
+    for _ in range(100_000):
+        change = 0.0
+        for k in range(q):
+            if H[k, k] <= 0.0:
+                continue
+            grad = g0[k]
+            for l in range(q):
+                grad += H[k, l] * s[l]
+            new = min(hi, max(lo, s[k] - grad / H[k, k]))
+            change = max(change, abs(new - s[k]))
+            s[k] = new
+        if change <= 1e-15 * (hi - lo):
+            break
+    margin = 1e-9 * (hi - lo)
+    nf = 0
+    for k in range(q):
+        if lo + margin < s[k] < hi - margin:
+            nf += 1
+    if nf == 0:
+        return status.RUNNING
+    idx = np.empty(nf, np.int64)
+    p = 0
+    for k in range(q):
+        if lo + margin < s[k] < hi - margin:
+            idx[p] = k
+            p += 1
+    Hf = np.empty((nf, nf))
+    rhs = np.empty(nf)
+    for a in range(nf):
+        rhs[a] = -g0[idx[a]]
+        for k in range(q):
+            free = False
+            for b in range(nf):
+                if idx[b] == k:
+                    free = True
+            if not free:
+                rhs[a] -= H[idx[a], k] * s[k]
+        for b in range(nf):
+            Hf[a, b] = H[idx[a], idx[b]]
+    polished = np.linalg.lstsq(Hf, rhs, RCOND)[0]
+    inside = True
+    for a in range(nf):
+        if not lo <= polished[a] <= hi:
+            inside = False
+    if inside:
+        for a in range(nf):
+            s[idx[a]] = polished[a]
+    return status.RUNNING
+
+
+@jit
+def _configuration(code, count, normal, v0, E, leak, sides, v, mult):
+    """Velocity and multipliers of one configuration (base-3 digits of ``code``: 0 down, 1 up, 2 held).
+
+    The held surfaces make the velocity tangent: ``v`` is the projection of the free velocity onto the
+    complement of their normals (unique), and the multipliers are any ``s`` in ``[leak, 1]`` with
+    ``sum_k s_k e_k = v - v_free`` (found by bounded least squares, so dependent normals, as for antipodal or
+    duplicate samples, are handled). Returns the residual ``|sum_k s_k e_k - (v - v_free)|`` of that fit; a
+    configuration whose residual is above the rounding level of the velocities cannot be held.
+    """
+    da = normal.shape[0]
+    for r in range(da):
+        v[r] = v0[r]
+    held = 0
+    c = code
+    for p in range(count):
+        sides[p] = c % 3
+        c //= 3
+        if sides[p] == 2:
+            held += 1
+        else:
+            slope = 1.0 if sides[p] == 1 else leak
+            for r in range(da):
+                v[r] += slope * E[r, p]
+    for p in range(count):
+        mult[p] = 1.0 if sides[p] == 1 else leak
+    if held == 0:
+        return 0.0
+    N = np.empty((da, held))
+    Eh = np.empty((da, held))
+    q = 0
+    for p in range(count):
+        if sides[p] == 2:
+            for r in range(da):
+                N[r, q] = normal[r, p]
+                Eh[r, q] = E[r, p]
+            q += 1
+    coef = np.linalg.lstsq(N, v.copy(), RCOND)[0]
+    correction = -(N @ coef)
+    for r in range(da):
+        v[r] += correction[r]
+    s = np.empty(held)
+    box_least_squares(Eh, -correction, leak, 1.0, s)
+    misfit = Eh @ s - correction
+    q = 0
+    for p in range(count):
+        if sides[p] == 2:
+            mult[p] = s[q]
+            q += 1
+    return math.sqrt(np.sum(misfit * misfit))
+
+
+@jit
+def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, selection, tie_policy, out_side,
                     out_stay, out_kind, out_mult):
     """Minimal-norm velocity of neuron ``j`` on the surfaces ``surface[:, j]`` and what each surface does.
 
@@ -161,6 +286,8 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection
     j : int
     surface : ndarray of bool, shape (n, m)
         The surfaces the state sits on.
+    forced : ndarray of int8, shape (n, m)
+        +1 / -1 where a held surface must be left to that side (its multiplier left ``[leak, 1]``), else 0.
     caratheodory : bool
         Use the selection ``s = selection`` instead of the minimal-norm element.
     selection : float
@@ -180,7 +307,7 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection
     Returns
     -------
     int
-        ``status.RUNNING``, or ``TOO_MANY_SURFACES`` / ``NO_CARATHEODORY`` / ``NO_PROGRESS``.
+        ``status.RUNNING``, or ``TOO_MANY_SURFACES`` / ``NO_CARATHEODORY`` / ``NO_CONSISTENT``.
     """
     n, da = Xa.shape
     d = da - 1
@@ -226,6 +353,12 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection
     v = v0 + E @ s
     u = normal.T @ v
     v0_size = math.sqrt(np.sum(v0 * v0))
+    side_forced = np.zeros(count, np.int8)
+    for p in range(count):
+        side_forced[p] = forced[idx[p], j]
+    if 2 <= count <= MAX_ENUMERATED and not caratheodory:
+        return _consistent_configuration(idx, normal, v0, E, leak, v0_size + e_size, tie_policy, side_forced,
+                                         out_side, out_stay, out_kind, out_mult)
     for p in range(count):
         i = idx[p]
         n_size = math.sqrt(np.sum(normal[:, p] ** 2))
@@ -235,6 +368,11 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection
         tol = STAY_TOL * (v0_size + e_size) * n_size
         interior = leak < s[p] < 1.0
         out_mult[i] = s[p]
+        if side_forced[p] != 0:
+            out_stay[i] = False
+            out_side[i] = side_forced[p]
+            out_kind[i] = EVENT_SLIDE_END
+            continue
         if caratheodory:
             u_sel = u[p] + (selection - s[p]) * jump
             u_up = u[p] + (1.0 - s[p]) * jump
@@ -280,4 +418,88 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, caratheodory, selection
             out_stay[i] = True
             out_side[i] = 0
             out_kind[i] = EVENT_STICK
+    return status.RUNNING
+
+
+@jit
+def _consistent_configuration(idx, normal, v0, E, leak, size, tie_policy, side_forced, out_side, out_stay,
+                              out_kind, out_mult):
+    """Pick the consistent configuration of several simultaneous surfaces (see the module doc)."""
+    da, count = normal.shape
+    jump = np.empty(count)
+    n_size = np.empty(count)
+    for p in range(count):
+        jump[p] = 0.0
+        n_size[p] = math.sqrt(np.sum(normal[:, p] ** 2))
+        for r in range(da):
+            jump[p] += E[r, p] * normal[r, p]
+    sides = np.empty(count, np.int64)
+    best_sides = np.empty(count, np.int64)
+    mult = np.empty(count)
+    best_mult = np.empty(count)
+    v = np.empty(da)
+    # at a release (a multiplier left [leak, 1]) the state leaves tangentially: u = 0 is allowed on the sides left
+    releasing = False
+    for p in range(count):
+        if side_forced[p] != 0:
+            releasing = True
+    seen = np.zeros(count, np.int64)
+    best = -1.0
+    found = False
+    total = 1
+    for _ in range(count):
+        total *= 3
+    for code in range(total):
+        misfit = _configuration(code, count, normal, v0, E, leak, sides, v, mult)
+        ok = misfit <= STAY_TOL * size
+        for p in range(count):
+            if side_forced[p] != 0 and sides[p] != (1 if side_forced[p] > 0 else 0):
+                ok = False
+        for p in range(count):
+            tol = STAY_TOL * size * n_size[p]
+            u = 0.0
+            for r in range(da):
+                u += v[r] * normal[r, p]
+            margin = -tol if releasing else tol
+            if sides[p] == 1 and not u > margin:
+                ok = False
+            elif sides[p] == 0 and not u < -margin:
+                ok = False
+            elif sides[p] == 2 and tie_policy == TIE_LEAVE and jump[p] > 0.0 and leak < mult[p] < 1.0:
+                ok = False
+            if not ok:
+                break
+        if not ok:
+            continue
+        for p in range(count):
+            seen[p] |= 1 << sides[p]
+        norm = np.sum(v * v)
+        better = norm > best if tie_policy == TIE_LEAVE else (not found or norm < best)
+        if better:
+            best = norm
+            found = True
+            for p in range(count):
+                best_sides[p] = sides[p]
+                best_mult[p] = mult[p]
+    if not found:
+        return status.NO_CONSISTENT
+    for p in range(count):
+        i = idx[p]
+        out_mult[i] = best_mult[p]
+        # a surface that consistent configurations treat differently is a branch point: log it as a tie
+        branched = seen[p] & (seen[p] - 1) != 0
+        if best_sides[p] == 2:
+            out_stay[i] = True
+            out_side[i] = 0
+            interior = leak < best_mult[p] < 1.0
+            if branched or (interior and jump[p] > 0.0):
+                out_kind[i] = EVENT_TIE
+            elif interior:
+                out_kind[i] = EVENT_SLIDE_START
+            else:
+                out_kind[i] = EVENT_STICK
+        else:
+            out_stay[i] = False
+            out_side[i] = 1 if best_sides[p] == 1 else -1
+            out_kind[i] = EVENT_TIE if branched else EVENT_CROSS
     return status.RUNNING

@@ -143,13 +143,16 @@ def earliest_root(g, order, bound, drop, work):
         if abs(s[0]) > tail:
             continue
         variations = _sign_variations(s, deg, tmp)
-        if variations == 0:
-            continue
         fa = _horner(r, deg, a)
         if fa == 0.0 and a > 0.0:
             return a * bound
         fb = _horner(r, deg, b)
-        if variations == 1 and (fa > 0.0) != (fb > 0.0):
+        change = (fa > 0.0) != (fb > 0.0)
+        if variations == 0 and not change:
+            continue
+        # a sign change at the ends proves a root even when rounding hid it from the coefficient signs (a root
+        # within rounding of an end point)
+        if variations <= 1 and change:
             lo = a
             hi = b
             while True:

@@ -275,16 +275,15 @@ def horner_state(C, order, tau, out):
 
 @jit
 def velocity_energy(C, order, h):
-    """``int_0^h |theta'(tau)|^2 dtau`` from the Taylor polynomial ``C``, to the polynomial's order.
+    """``int_0^h |theta'(tau)|^2 dtau`` for the Taylor polynomial ``C`` (exact for the polynomial).
 
-    ``theta'(tau) = sum_k (k + 1) C[k + 1] tau^k`` is accurate through ``tau^(order - 1)``, so the products of
-    its coefficients are kept through total degree ``order - 1`` (terms beyond are below the step's truncation
-    error).
+    Every product of coefficients is kept: near convergence the velocity is tiny next to the state that sets the
+    step, so its high-order terms are not negligible relative to the velocity itself.
     """
     m, w = C.shape[1], C.shape[2]
     total = 0.0
     for k in range(order):
-        for l in range(k, order - k):
+        for l in range(k, order):
             dot = 0.0
             for j in range(m):
                 for q in range(w):

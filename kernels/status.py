@@ -12,3 +12,4 @@ NONFINITE = 5  #: a Taylor coefficient or the state became inf/nan
 NO_CARATHEODORY = 6  #: the Carathéodory selection pushes the state into a surface it cannot stay on
 TOO_MANY_SURFACES = 7  #: one neuron sits on more hyperplanes at once than the classifier handles
 NO_PROGRESS = 8  #: the step size underflowed (no progress in time)
+NO_CONSISTENT = 9  #: no configuration of a neuron's simultaneous surfaces is consistent with its own field

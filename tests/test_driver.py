@@ -24,7 +24,15 @@ def assert_consistent(res):
     np.testing.assert_array_equal(res.final.W, res.states[-1][:, : res.problem.d])
 
 
-def test_ctrl_c_returns_partial_result(os_case):
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own Ctrl-C handler (a background job may start with SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_returns_partial_result(os_case, python_sigint_handler):
     prob, p0 = os_case
     calls = []
 
@@ -44,6 +52,7 @@ def test_ctrl_c_returns_partial_result(os_case):
     np.testing.assert_array_equal(full.t[: len(res.t)], res.t)
     np.testing.assert_array_equal(full.states[: len(res.t)], res.states)
     # and the handler is restored: a real Ctrl-C now raises again
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
 
