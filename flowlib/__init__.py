@@ -32,7 +32,8 @@ _mount_source_kernels()
 from flowlib.problem import Params, Problem  # noqa: E402
 from flowlib.result import Event, FlowResult, Status, load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
+from flowlib.piecewise import PiecewiseAffine, PiecewiseResult  # noqa: E402
 from flowlib.warmup import warmup  # noqa: E402
 
-__all__ = ["Event", "FlowResult", "Params", "Problem", "Status", "gradient_flow", "load", "warmup",
-           "__version__"]
+__all__ = ["Event", "FlowResult", "Params", "PiecewiseAffine", "PiecewiseResult", "Problem", "Status",
+           "gradient_flow", "load", "warmup", "__version__"]

@@ -12,6 +12,7 @@ def warmup() -> float:
     Numba's on-disk cache (``cache=True``) in well under a second.
     """
     from flowlib.flow import gradient_flow
+    from flowlib.piecewise import PiecewiseAffine
     from flowlib.problem import Params, Problem
 
     started = time.perf_counter()
@@ -19,4 +20,6 @@ def warmup() -> float:
     for loss in ("exp", "logistic", "square"):
         prob = Problem(X, np.array([1.0, -1.0]), loss=loss, bias=True, train_outer=True)
         gradient_flow(prob, Params(W=[[0.3, -0.2]], b=[0.1], a=[0.4]), 0.5, t_eval=[0.25])
+    PiecewiseAffine(A0=np.zeros((1, 1)), c0=[0.0], A=np.zeros((1, 1, 1)), c=[[-1.0]], normals=[[1.0]]).solve(
+        [1.0], 2.0)
     return time.perf_counter() - started
