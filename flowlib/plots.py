@@ -55,7 +55,13 @@ def loss(result, ax=None, *, samples: int = 400):
 
 
 def event_raster(result, ax=None):
-    """Events as points: time against surface index ``neuron * n + sample``, marker by side, colour by kind."""
+    """Events as points: time against surface index ``neuron * n + sample``.
+
+    Colour by kind (cross, slide_start, slide_end, stick, tie, zeno); marker by the side entered: up-triangle the
+    active side, down-triangle the inactive side, circle when the state stays on the surface.
+    """
+    from matplotlib.lines import Line2D
+
     fig, ax = _axes(ax)
     n = result.problem.n
     if not result.events:
@@ -64,19 +70,22 @@ def event_raster(result, ax=None):
     t = np.array([e.t for e in result.events])
     row = np.array([e.neuron * n + e.sample for e in result.events])
     side = np.array([e.side for e in result.events])
-    colours = [KIND_COLOURS.get(e.kind, "grey") for e in result.events]
-    for s, marker, label in ((1, "^", "enters active side"), (-1, "v", "leaves active side")):
+    kinds = np.array([e.kind for e in result.events])
+    for s, marker in ((1, "^"), (-1, "v"), (0, "o")):
         sel = side == s
         if np.any(sel):
-            ax.scatter(t[sel], row[sel], c=[c for c, k in zip(colours, sel) if k], marker=marker, s=22,
-                       label=label)
+            ax.scatter(t[sel], row[sel], c=[KIND_COLOURS.get(k, "grey") for k in kinds[sel]], marker=marker, s=24)
+    handles = [Line2D([], [], ls="", marker="s", color=KIND_COLOURS[k], label=k) for k in KIND_COLOURS
+               if k in set(kinds)]
+    handles += [Line2D([], [], ls="", marker=m, color="grey", label=label)
+                for m, label in (("^", "enters active side"), ("v", "leaves active side"), ("o", "stays on surface"))]
     positive = t[t > 0]
     if len(positive) and positive.max() / max(positive.min(), 1e-300) > 100:
         ax.set_xscale("log")
     ax.set_xlabel("flow time t")
     ax.set_ylabel("surface  neuron * n + sample")
     ax.set_title("activation events")
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(handles=handles, loc="best", fontsize="small")
     return fig
 
 
