@@ -210,7 +210,9 @@ def _series(A0, c0, A, c, normals, sigma, held, order, X, S):
                 pinv = np.linalg.pinv(M[0], RCOND)
             target = rhs[p].copy()
             for qq in range(1, p + 1):
-                target -= M[qq] @ np.ascontiguousarray(S[p - qq, :nh])
+                for a in range(nh):
+                    for b in range(nh):
+                        target[a] -= M[qq, a, b] * S[p - qq, b]
             sol = pinv @ target
             for a in range(nh):
                 S[p, a] = sol[a]
