@@ -23,9 +23,7 @@ T_END = 10.0
 
 def transversal_case():
     """Orthogonally separable data (n = 8, d = 3), logistic loss (sum), m = 6, balanced init at scale 1e-2."""
-    X, y = examples.orthogonally_separable(8, 3, 11)
-    prob = fl.Problem(X, y, loss="logistic", reduction="sum", bias=False, train_outer=True)
-    return prob, examples.balanced_init(6, 3, 1e-2, 12)
+    return examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
 
 
 def _peer_kwargs(prob):

@@ -257,7 +257,7 @@ def _exit_side(phi, slot, order, tau, beta):
     way round. Returns 0 when ``a_j G_i`` vanishes there (``s`` is 0/0: no genuine exit; re-classify).
     """
     value = phi[order, slot]
-    size = abs(phi[order, slot])
+    size = 0.0
     p = 1.0
     for k in range(order - 1, -1, -1):
         value = value * tau + phi[k, slot]

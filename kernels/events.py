@@ -107,18 +107,10 @@ def box_least_squares(E, v0, lo, hi, s):
                     free[k] = True
                     changed = True
                     break
-        nf = 0
-        for k in range(q):
-            if free[k]:
-                nf += 1
+        idx = np.flatnonzero(free)
+        nf = len(idx)
         if nf == 0:
             return status.RUNNING
-        idx = np.empty(nf, np.int64)
-        p = 0
-        for k in range(q):
-            if free[k]:
-                idx[p] = k
-                p += 1
         Hf = np.empty((nf, nf))
         rhs = np.empty(nf)
         for a in range(nf):
@@ -179,37 +171,22 @@ def _coordinate_descent(H, g0, lo, hi, s):
         if change <= 1e-15 * (hi - lo):
             break
     margin = 1e-9 * (hi - lo)
-    nf = 0
-    for k in range(q):
-        if lo + margin < s[k] < hi - margin:
-            nf += 1
+    inside = (s > lo + margin) & (s < hi - margin)
+    idx = np.flatnonzero(inside)
+    nf = len(idx)
     if nf == 0:
         return status.RUNNING
-    idx = np.empty(nf, np.int64)
-    p = 0
-    for k in range(q):
-        if lo + margin < s[k] < hi - margin:
-            idx[p] = k
-            p += 1
     Hf = np.empty((nf, nf))
     rhs = np.empty(nf)
     for a in range(nf):
         rhs[a] = -g0[idx[a]]
         for k in range(q):
-            free = False
-            for b in range(nf):
-                if idx[b] == k:
-                    free = True
-            if not free:
+            if not inside[k]:
                 rhs[a] -= H[idx[a], k] * s[k]
         for b in range(nf):
             Hf[a, b] = H[idx[a], idx[b]]
     polished = np.linalg.lstsq(Hf, rhs, RCOND)[0]
-    inside = True
-    for a in range(nf):
-        if not lo <= polished[a] <= hi:
-            inside = False
-    if inside:
+    if np.all((polished >= lo) & (polished <= hi)):
         for a in range(nf):
             s[idx[a]] = polished[a]
     return status.RUNNING
@@ -312,18 +289,10 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
     n, da = Xa.shape
     d = da - 1
     a_j = P[j, da]
-    count = 0
-    for i in range(n):
-        if surface[i, j]:
-            count += 1
+    idx = np.flatnonzero(surface[:, j])
+    count = len(idx)
     if count > MAX_SURFACES:
         return status.TOO_MANY_SURFACES
-    idx = np.empty(count, np.int64)
-    q = 0
-    for i in range(n):
-        if surface[i, j]:
-            idx[q] = i
-            q += 1
     normal = np.zeros((da, count))
     for p in range(count):
         for r in range(d):

@@ -79,12 +79,8 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
     """
     K = A.shape[0]
     n_state = len(x)
-    idx = np.empty(K, np.int64)
-    count = 0
-    for k in range(K):
-        if surface[k]:
-            idx[count] = k
-            count += 1
+    idx = np.flatnonzero(surface)
+    count = len(idx)
     if count > 8:
         return status.TOO_MANY_SURFACES
     total = 1
@@ -117,16 +113,8 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
         if not ok:
             continue
         _field_parts(A0, c0, A, c, trial_sigma, trial_held, x, f_free, Y)
-        nh = 0
-        for k in range(K):
-            if trial_held[k]:
-                nh += 1
-        held_idx = np.empty(nh, np.int64)
-        q = 0
-        for k in range(K):
-            if trial_held[k]:
-                held_idx[q] = k
-                q += 1
+        held_idx = np.flatnonzero(trial_held)
+        nh = len(held_idx)
         residual = _equivalent_control(normals, f_free, Y, held_idx, eq)
         if residual > STAY_TOL * size:
             continue
@@ -171,16 +159,8 @@ def _series(A0, c0, A, c, normals, sigma, held, order, X, S):
     """Taylor coefficients ``X[0..K]`` of the state (``X[0]`` given) and ``S[0..K-1, k]`` of held controls."""
     K = A.shape[0]
     n_state = X.shape[1]
-    nh = 0
-    for k in range(K):
-        if held[k]:
-            nh += 1
-    held_idx = np.empty(nh, np.int64)
-    q = 0
-    for k in range(K):
-        if held[k]:
-            held_idx[q] = k
-            q += 1
+    held_idx = np.flatnonzero(held)
+    nh = len(held_idx)
     Fs = np.zeros((order + 1, n_state))
     Ys = np.zeros((order + 1, K, n_state))
     M = np.zeros((order + 1, nh, nh))

@@ -75,14 +75,14 @@ def preactivations(Xa, P, out_Z):
 
 
 @jit
-def network_loss(Xa, y, P, S, loss_kind, c):
-    """Loss ``L = c sum_i l(f_i, y_i)`` at parameters ``P`` under slopes ``S``.
+def network_outputs(Xa, P, S, out_f):
+    """``out_f[i] = f_i = sum_j a_j s_ij z_ij`` at parameters ``P`` under slopes ``S``.
 
-    With ``S`` the slopes of the current pattern this is the network's loss, since ``sigma(z) = s z`` on each side.
+    With ``S`` the slopes of the current pattern this is the network's output, since ``sigma(z) = s z`` on each
+    side.
     """
     n, da = Xa.shape
     m = P.shape[0]
-    total = 0.0
     for i in range(n):
         f = 0.0
         for j in range(m):
@@ -90,7 +90,17 @@ def network_loss(Xa, y, P, S, loss_kind, c):
             for k in range(da):
                 z += P[j, k] * Xa[i, k]
             f += P[j, da] * S[i, j] * z
-        total += loss_terms(loss_kind, f, y[i])
+        out_f[i] = f
+
+
+@jit
+def network_loss(Xa, y, P, S, loss_kind, c):
+    """Loss ``L = c sum_i l(f_i, y_i)`` at parameters ``P`` under slopes ``S``."""
+    f = np.empty(Xa.shape[0])
+    network_outputs(Xa, P, S, f)
+    total = 0.0
+    for i in range(len(f)):
+        total += loss_terms(loss_kind, f[i], y[i])
     return c * total
 
 
@@ -244,15 +254,9 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
 @jit
 def velocity_inner(Xa, y, S, loss_kind, c, P, G):
     """Residual weights ``G_i = c l'(f_i)`` at ``P`` under slopes ``S`` (order 0 of the series), into ``G``."""
-    n, da = Xa.shape
-    m = P.shape[0]
-    for i in range(n):
-        f = 0.0
-        for j in range(m):
-            z = 0.0
-            for q in range(da):
-                z += P[j, q] * Xa[i, q]
-            f += P[j, da] * S[i, j] * z
+    network_outputs(Xa, P, S, G)
+    for i in range(len(G)):
+        f = G[i]
         if loss_kind == LOSS_SQUARE:
             G[i] = c * (f - y[i])
         elif loss_kind == LOSS_EXP:

@@ -15,9 +15,7 @@ T_END = 5.0
 
 def os_case():
     """Orthogonally separable data, logistic loss, small balanced init (Wang & Pilanci §3.1; note 004 §5)."""
-    X, y = examples.orthogonally_separable(8, 3, 11)
-    prob = fl.Problem(X, y, loss="logistic", reduction="sum", bias=False, train_outer=True)
-    return prob, examples.balanced_init(6, 3, 1e-2, 12)
+    return examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
 
 
 def random_case(seed):
