@@ -129,3 +129,16 @@ def test_one_decorator_for_all_kernels():
     offenders = [p for p in list((root / "kernels").glob("*.py")) + list((root / "flowlib").rglob("*.py"))
                  if p.name != "_jit.py" and ("numba.njit" in p.read_text() or "@njit" in p.read_text())]
     assert offenders == []
+
+
+def test_progress_bar_or_clear_message(os_case, capsys):
+    prob, p0 = os_case
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="progress"):
+            fl.gradient_flow(prob, p0, 5.0, progress=True)
+        return
+    res = fl.gradient_flow(prob, p0, 5.0, progress=True)
+    assert res.status == "success"
+    assert "gradient flow" in capsys.readouterr().err
