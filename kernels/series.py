@@ -281,20 +281,28 @@ def horner_state(C, order, tau, out):
 def velocity_energy(C, order, h):
     """``int_0^h |theta'(tau)|^2 dtau`` for the Taylor polynomial ``C`` (exact for the polynomial).
 
-    Every product of coefficients is kept: near convergence the velocity is tiny next to the state that sets the
-    step, so its high-order terms are not negligible relative to the velocity itself.
+    With ``D_k = (k + 1) C[k + 1] h^k`` (bounded: the step keeps ``|C[k]| h^k`` small, even where ``C[k]`` itself
+    overflows a product) it is ``h sum_{k, l} <D_k, D_l> / (k + l + 1)``. Every product is kept: near
+    convergence the velocity is tiny next to the state that sets the step, so its high-order terms are not
+    negligible relative to the velocity itself.
     """
     m, w = C.shape[1], C.shape[2]
     total = 0.0
+    hk = 1.0
     for k in range(order):
+        sk = (k + 1) * hk
+        hl = hk
         for l in range(k, order):
+            sl = (l + 1) * hl
             dot = 0.0
             for j in range(m):
                 for q in range(w):
-                    dot += C[k + 1, j, q] * C[l + 1, j, q]
-            term = (k + 1) * (l + 1) * dot * h ** (k + l + 1) / (k + l + 1)
+                    dot += (C[k + 1, j, q] * sk) * (C[l + 1, j, q] * sl)
+            term = dot / (k + l + 1)
             total += term if k == l else 2.0 * term
-    return total
+            hl *= h
+        hk *= h
+    return total * h
 
 
 @jit
