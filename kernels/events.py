@@ -29,7 +29,10 @@ held with the multiplier that keeps the velocity tangent) is checked for consist
 the sides left, multipliers in ``[leak, 1]`` on the surfaces held), and the consistent one with the smallest
 ``|v|`` is taken: the minimal-norm element among the velocities the solution can actually continue with (for one
 surface this is exactly the minimal-norm rule above). With ``TIE_LEAVE`` configurations holding a repelling
-surface are skipped and the largest ``|v|`` (steepest descent) is taken.
+surface are skipped and the largest ``|v|`` (steepest descent) is taken. Beyond ``MAX_ENUMERATED`` surfaces (a
+neuron at the origin of a large data set) a fixed-point iteration starting from the minimal-norm sides looks
+for a consistent configuration instead (not necessarily the smallest); if it finds none, the sides of the
+instantaneous minimal-norm velocity are used (the energy diagnostic then shows any inconsistency).
 
 With ``caratheodory = True`` the field is the single-valued selection ``s = sigma'(0) = c`` instead: a surface is
 left to the side ``sign(u_k(c))`` when the one-sided field there agrees; it stays when ``s*_k = c`` or
@@ -193,8 +196,8 @@ def _coordinate_descent(H, g0, lo, hi, s):
 
 
 @jit
-def _configuration(code, count, normal, v0, E, leak, sides, v, mult):
-    """Velocity and multipliers of one configuration (base-3 digits of ``code``: 0 down, 1 up, 2 held).
+def _configuration(sides, count, normal, v0, E, leak, v, mult):
+    """Velocity and multipliers of one configuration (``sides[p]``: 0 leave down, 1 leave up, 2 held).
 
     The held surfaces make the velocity tangent: ``v`` is the projection of the free velocity onto the
     complement of their normals (unique), and the multipliers are any ``s`` in ``[leak, 1]`` with
@@ -206,10 +209,7 @@ def _configuration(code, count, normal, v0, E, leak, sides, v, mult):
     for r in range(da):
         v[r] = v0[r]
     held = 0
-    c = code
     for p in range(count):
-        sides[p] = c % 3
-        c //= 3
         if sides[p] == 2:
             held += 1
         else:
@@ -328,6 +328,12 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
     if 2 <= count <= MAX_ENUMERATED and not caratheodory:
         return _consistent_configuration(idx, normal, v0, E, leak, v0_size + e_size, tie_policy, side_forced,
                                          out_side, out_stay, out_kind, out_mult)
+    if count > MAX_ENUMERATED and not caratheodory:
+        code = _fixed_point_configuration(idx, normal, v0, E, leak, v0_size + e_size, side_forced, u, out_side,
+                                          out_stay, out_kind, out_mult)
+        if code == status.RUNNING:
+            return code
+        # no fixed point: fall back to the sides of the instantaneous minimal-norm velocity below
     for p in range(count):
         i = idx[p]
         n_size = math.sqrt(np.sum(normal[:, p] ** 2))
@@ -419,7 +425,11 @@ def _consistent_configuration(idx, normal, v0, E, leak, size, tie_policy, side_f
     for _ in range(count):
         total *= 3
     for code in range(total):
-        misfit = _configuration(code, count, normal, v0, E, leak, sides, v, mult)
+        c = code
+        for p in range(count):
+            sides[p] = c % 3
+            c //= 3
+        misfit = _configuration(sides, count, normal, v0, E, leak, v, mult)
         ok = misfit <= STAY_TOL * size
         for p in range(count):
             if side_forced[p] != 0 and sides[p] != (1 if side_forced[p] > 0 else 0):
@@ -472,3 +482,63 @@ def _consistent_configuration(idx, normal, v0, E, leak, size, tie_policy, side_f
             out_side[i] = 1 if best_sides[p] == 1 else -1
             out_kind[i] = EVENT_TIE if branched else EVENT_CROSS
     return status.RUNNING
+
+
+@jit
+def _fixed_point_configuration(idx, normal, v0, E, leak, size, side_forced, u0, out_side, out_stay, out_kind,
+                               out_mult):
+    """Consistent configuration of many simultaneous surfaces by fixed-point iteration (see the module doc).
+
+    Starts from the sides of the minimal-norm velocity (normal velocities ``u0``); a surface left against the
+    sign of its normal velocity in the resulting field is held instead, and a held surface the multipliers
+    cannot keep (misfit) is released to the side of its normal velocity without it. Stops when nothing changes.
+    """
+    da, count = normal.shape
+    sides = np.empty(count, np.int64)
+    for p in range(count):
+        tol = STAY_TOL * size * math.sqrt(np.sum(normal[:, p] ** 2))
+        if side_forced[p] != 0:
+            sides[p] = 1 if side_forced[p] > 0 else 0
+        elif u0[p] > tol:
+            sides[p] = 1
+        elif u0[p] < -tol:
+            sides[p] = 0
+        else:
+            sides[p] = 2
+    v = np.empty(da)
+    mult = np.empty(count)
+    for _ in range(4 * count + 4):
+        misfit = _configuration(sides, count, normal, v0, E, leak, v, mult)
+        changed = False
+        for p in range(count):
+            if side_forced[p] != 0:
+                continue
+            n_size = math.sqrt(np.sum(normal[:, p] ** 2))
+            u = 0.0
+            for r in range(da):
+                u += v[r] * normal[r, p]
+            tol = STAY_TOL * size * n_size
+            if (sides[p] == 1 and not u > -tol) or (sides[p] == 0 and not u < tol):
+                sides[p] = 2
+                changed = True
+                break
+            if sides[p] == 2 and misfit > STAY_TOL * size and (mult[p] <= leak or mult[p] >= 1.0):
+                sides[p] = 1 if mult[p] >= 1.0 else 0
+                changed = True
+                break
+        if not changed:
+            if misfit > STAY_TOL * size:
+                return status.NO_CONSISTENT
+            for p in range(count):
+                i = idx[p]
+                out_mult[i] = mult[p]
+                if sides[p] == 2:
+                    out_stay[i] = True
+                    out_side[i] = 0
+                    out_kind[i] = EVENT_SLIDE_START if leak < mult[p] < 1.0 else EVENT_STICK
+                else:
+                    out_stay[i] = False
+                    out_side[i] = 1 if sides[p] == 1 else -1
+                    out_kind[i] = EVENT_CROSS
+            return status.RUNNING
+    return status.NO_CONSISTENT
