@@ -187,7 +187,7 @@ def _series(A0, c0, A, c, normals, sigma, held, order, X, S):
                 M[p, a, b] = np.dot(normals[held_idx[a]], Ys[p, held_idx[b]])
         if nh > 0:
             if p == 0:
-                pinv = np.linalg.pinv(M[0], RCOND)
+                pinv = np.ascontiguousarray(np.linalg.pinv(np.ascontiguousarray(M[0]), RCOND))
             target = rhs[p].copy()
             for qq in range(1, p + 1):
                 for a in range(nh):
