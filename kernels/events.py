@@ -114,13 +114,7 @@ def box_least_squares(E, v0, lo, hi, s):
         nf = len(idx)
         if nf == 0:
             return status.RUNNING
-        Hf = np.empty((nf, nf))
-        rhs = np.empty(nf)
-        for a in range(nf):
-            rhs[a] = -grad[idx[a]]
-            for b in range(nf):
-                Hf[a, b] = H[idx[a], idx[b]]
-        step = np.linalg.lstsq(Hf, rhs, RCOND)[0]
+        step = _newton_step(H, grad, idx)
         alpha = 1.0
         blocking = -1
         for a in range(nf):
@@ -174,25 +168,26 @@ def _coordinate_descent(H, g0, lo, hi, s):
         if change <= 1e-15 * (hi - lo):
             break
     margin = 1e-9 * (hi - lo)
-    inside = (s > lo + margin) & (s < hi - margin)
-    idx = np.flatnonzero(inside)
-    nf = len(idx)
-    if nf == 0:
+    idx = np.flatnonzero((s > lo + margin) & (s < hi - margin))
+    if len(idx) == 0:
         return status.RUNNING
+    polished = s[idx] + _newton_step(H, H @ s + g0, idx)
+    if np.all((polished >= lo) & (polished <= hi)):
+        s[idx] = polished
+    return status.RUNNING
+
+
+@jit
+def _newton_step(H, grad, idx):
+    """Minimum-norm solution ``d`` of ``H[idx, idx] d = -grad[idx]`` (the step to the subspace minimum)."""
+    nf = len(idx)
     Hf = np.empty((nf, nf))
     rhs = np.empty(nf)
     for a in range(nf):
-        rhs[a] = -g0[idx[a]]
-        for k in range(q):
-            if not inside[k]:
-                rhs[a] -= H[idx[a], k] * s[k]
+        rhs[a] = -grad[idx[a]]
         for b in range(nf):
             Hf[a, b] = H[idx[a], idx[b]]
-    polished = np.linalg.lstsq(Hf, rhs, RCOND)[0]
-    if np.all((polished >= lo) & (polished <= hi)):
-        for a in range(nf):
-            s[idx[a]] = polished[a]
-    return status.RUNNING
+    return np.linalg.lstsq(Hf, rhs, RCOND)[0]
 
 
 @jit

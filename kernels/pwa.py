@@ -246,6 +246,27 @@ def _zeno_check(ev_times, ev_surface, ev_states, count, cycle_max):
 
 
 @jit
+def _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind, ev_surface, ev_side,
+           ev_mult, n_ev):
+    """Adopt a classification: log the surfaces whose mode or side changed, mark the ones left."""
+    for k in range(len(surface)):
+        if not surface[k]:
+            continue
+        if new_held[k] != held[k] or (not held[k] and new_sigma[k] != sigma[k]):
+            ev_t[n_ev] = t
+            ev_kind[n_ev] = kind[k] if new_held[k] else (EVENT_SLIDE_END if held[k] else EVENT_CROSS)
+            ev_surface[n_ev] = k
+            ev_side[n_ev] = 0 if new_held[k] else int(new_sigma[k])
+            ev_mult[n_ev] = new_sigma[k] if new_held[k] else math.nan
+            n_ev += 1
+        if not new_held[k]:
+            drop[k] = 2 if forced[k] != 0 else 1
+        held[k] = new_held[k]
+        sigma[k] = new_sigma[k]
+    return n_ev
+
+
+@jit
 def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, order, max_steps, max_events,
                   out_t, out_h, out_X, ev_t, ev_kind, ev_surface, ev_side, ev_mult):
     """Integrate a piecewise-affine system from ``clock[0]`` to ``t_end`` (arguments as in the module doc).
@@ -302,19 +323,8 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
                             kind)
             if code != status.RUNNING:
                 break
-            for k in range(K):
-                if surface[k]:
-                    if new_held[k] != held[k] or (not held[k] and new_sigma[k] != sigma[k]):
-                        ev_t[n_ev] = t
-                        ev_kind[n_ev] = kind[k] if new_held[k] else (EVENT_SLIDE_END if held[k] else EVENT_CROSS)
-                        ev_surface[n_ev] = k
-                        ev_side[n_ev] = 0 if new_held[k] else int(new_sigma[k])
-                        ev_mult[n_ev] = new_sigma[k] if new_held[k] else math.nan
-                        n_ev += 1
-                    if not new_held[k]:
-                        drop[k] = 1
-                    held[k] = new_held[k]
-                    sigma[k] = new_sigma[k]
+            n_ev = _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind,
+                          ev_surface, ev_side, ev_mult, n_ev)
         # Taylor step
         for r in range(n_state):
             X[0, r] = x[r]
@@ -396,20 +406,8 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
         if code != status.RUNNING:
             break
         first_event = n_ev
-        for k in range(K):
-            if not surface[k]:
-                continue
-            if new_held[k] != held[k] or (not held[k] and new_sigma[k] != sigma[k]):
-                ev_t[n_ev] = t
-                ev_kind[n_ev] = kind[k] if new_held[k] else (EVENT_SLIDE_END if held[k] else EVENT_CROSS)
-                ev_surface[n_ev] = k
-                ev_side[n_ev] = 0 if new_held[k] else int(new_sigma[k])
-                ev_mult[n_ev] = new_sigma[k] if new_held[k] else math.nan
-                n_ev += 1
-            if not new_held[k]:
-                drop[k] = 2 if forced[k] != 0 else 1
-            held[k] = new_held[k]
-            sigma[k] = new_sigma[k]
+        n_ev = _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind, ev_surface,
+                      ev_side, ev_mult, n_ev)
         # Zeno detector: one record per event instant (the first surface logged)
         if n_ev > first_event:
             if z_count == ZENO_MEMORY:
