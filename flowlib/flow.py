@@ -283,7 +283,8 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
                     outcome, message = Status.MAX_STEPS, f"max_steps = {max_steps} used up at t = {float(clock[0])!r}"
                     break
                 if len(events) >= max_events:
-                    outcome, message = Status.MAX_EVENTS, f"max_events = {max_events} used up at t = {float(clock[0])!r}"
+                    outcome = Status.MAX_EVENTS
+                    message = f"max_events = {max_events} used up at t = {float(clock[0])!r}"
                     break
                 if elapsed < 0.5 * _CHUNK_SECONDS:
                     chunk_steps = min(2 * chunk_steps, _MAX_CHUNK_STEPS)

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .events import EVENT_CROSS, EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
+from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
 from .roots import STACK, earliest_root, excluded
 from .stepping import taylor_step
 from .series import horner_state, max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, \

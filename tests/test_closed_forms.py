@@ -9,7 +9,6 @@ closed forms too.
 import math
 
 import mpmath as mp
-import numpy as np
 import pytest
 
 import flowlib as fl
