@@ -378,14 +378,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         # neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step:
         # whether some split of their multipliers still fits in [leak, 1] is decided by the configuration search
         # (their release is therefore located to the step, not to machine precision)
-        regroup = False
-        for slot in range(len(samples)):
-            if dependent[slot]:
-                regroup = True
-        if regroup:
-            for i in range(n):
-                for j in range(m):
-                    hit[i, j] = False
+        if np.any(dependent):
+            hit[:, :] = False
             for slot in range(len(samples)):
                 if dependent[slot]:
                     for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
