@@ -71,15 +71,8 @@ def slopes_from_state(active, mode, leak, S):
 
 @jit
 def build_constraints(Xa, bias, mode, cons_offset):
-    """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,) and returns, per held slot, its sample,
-    neuron, pseudo-inverse row, parallel-group leader and ratio, and whether its neuron has dependent normals not
-    explained by parallel groups.
-
-    Hyperplanes of duplicate or antipodal samples are the same hyperplane (``n_k = lambda_k n_leader``): the state
-    stays on all of them or leaves all of them, and only the combination ``sum_k lambda_k s_k a_j G_k`` of their
-    multipliers is determined, so such a group exits when that combination leaves its range (see
-    :func:`_unit_poly`).
-    """
+    """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows,
+    dependent flags)."""
     n, m = mode.shape
     da = Xa.shape[1]
     d = da - 1
@@ -94,9 +87,7 @@ def build_constraints(Xa, bias, mode, cons_offset):
     samples = np.empty(total, np.int64)
     neurons = np.empty(total, np.int64)
     pinv = np.zeros((total, da))
-    leader = np.empty(total, np.int64)
-    ratio = np.ones(total)
-    general = np.zeros(total, np.bool_)
+    dependent = np.zeros(total, np.bool_)
     for j in range(m):
         q0 = cons_offset[j]
         q = cons_offset[j + 1] - q0
@@ -116,61 +107,20 @@ def build_constraints(Xa, bias, mode, cons_offset):
         for p in range(q):
             for r in range(da):
                 pinv[q0 + p, r] = rows[p, r]
-        n_leaders = 0
-        for p in range(q):
-            leader[q0 + p] = q0 + p
-            norm_p = np.sqrt(np.sum(N[:, p] ** 2))
-            for r in range(p):
-                if leader[q0 + r] != q0 + r:
-                    continue
-                norm_r = np.sqrt(np.sum(N[:, r] ** 2))
-                dot = np.sum(N[:, p] * N[:, r])
-                if norm_p > 0.0 and norm_r > 0.0 and abs(abs(dot) - norm_p * norm_r) <= 1e-12 * norm_p * norm_r:
-                    leader[q0 + p] = q0 + r
-                    ratio[q0 + p] = dot / norm_r**2
-                    break
-            if leader[q0 + p] == q0 + p:
-                n_leaders += 1
-        # the leaders' normals must be independent; otherwise the neuron is re-classified at every step
-        L = np.zeros((da, n_leaders))
-        col = 0
-        for p in range(q):
-            if leader[q0 + p] == q0 + p:
-                L[:, col] = N[:, p]
-                col += 1
-        sv = np.linalg.svd(L)[1] if n_leaders > 0 else np.zeros(0)
-        independent = n_leaders <= da and (n_leaders == 0 or sv[n_leaders - 1] > 1e-9 * sv[0])
-        if not independent:
+        if q > 1:
+            # a normal in the span of the others (duplicate or antipodal samples): the split of the multipliers
+            # among them is not unique, so their individual exits are not events
             for p in range(q):
-                general[q0 + p] = True
-    return samples, neurons, pinv, leader, ratio, general
-
-
-@jit
-def _unit_poly(Cm, phi, leader, ratio, r, first, last, upper, leak, order, poly, weight):
-    """Exit polynomial of the held unit led by slot ``r`` (one surface, or a group of parallel hyperplanes).
-
-    The projection needs ``sum_k lambda_k c_k = sum_k lambda_k s_k phi_k`` with ``phi_k = a_j G_{i_k}`` and each
-    ``s_k in [leak, 1]``; the right side ranges over ``[sum min(leak phi lambda, phi lambda), sum max(...)]``
-    (corners chosen by the signs at the step start). ``poly`` gets the distance of the left side to the upper
-    (``upper``) or lower end, ``weight`` the scale ``sum |phi_k lambda_k|`` of each coefficient.
-    """
-    for k in range(order + 1):
-        acc = 0.0
-        scale = 0.0
-        for s in range(first, last):
-            if leader[s] != r:
-                continue
-            lam = ratio[s]
-            sign = phi[0, s] * lam
-            if upper:
-                beta = 1.0 if sign > 0.0 else leak
-            else:
-                beta = leak if sign > 0.0 else 1.0
-            acc += (Cm[k, s] - beta * phi[k, s]) * lam
-            scale += abs(phi[k, s] * lam)
-        poly[k] = acc
-        weight[k] = scale
+                others = np.empty((da, q - 1))
+                col = 0
+                for r in range(q):
+                    if r != p:
+                        others[:, col] = N[:, r]
+                        col += 1
+                coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
+                residual = N[:, p] - others @ coef
+                dependent[q0 + p] = np.sqrt(np.sum(residual**2)) <= 1e-9 * np.sqrt(np.sum(N[:, p] ** 2))
+    return samples, neurons, pinv, dependent
 
 
 @jit
@@ -259,20 +209,21 @@ def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, for
 
 
 @jit
-def _exit_root(poly, weight, order, bound, work):
-    """Earliest root of a held unit's exit polynomial (see :func:`_unit_poly`) in ``(0, bound]``, or inf."""
+def _exit_root(Cm, phi, slot, order, beta, bound, work, poly):
+    """Earliest root of ``Cm[:, slot] - beta * phi[:, slot]`` (degree ``order``) in ``(0, bound]``, or inf."""
     size_h = 0.0
     size_phi = 0.0
     p = 1.0
     for k in range(order + 1):
+        poly[k] = Cm[k, slot] - beta * phi[k, slot]
         size_h = max(size_h, abs(poly[k]) * p)
-        size_phi = max(size_phi, weight[k] * p)
+        size_phi = max(size_phi, abs(phi[k, slot]) * p)
         p *= bound
     if size_h <= _EXIT_NOISE * size_phi:
         return math.inf
     # a multiplier starting on this bound (sticking) leaves it only through a later root, and only if it moves
     # measurably (more than STAY_TOL) within the step
-    on_bound = abs(poly[0]) <= _EXIT_NOISE * weight[0]
+    on_bound = abs(poly[0]) <= _EXIT_NOISE * abs(phi[0, slot])
     if on_bound:
         drift = 0.0
         p = bound
@@ -285,15 +236,16 @@ def _exit_root(poly, weight, order, bound, work):
 
 
 @jit
-def _leaving_bound(poly, weight, upper, h):
-    """Whether a held unit sits on the end of its range (to rounding) and moves out through it, by more than
-    ``STAY_TOL`` of its scale over the step ``h``."""
-    if weight[0] == 0.0 or abs(poly[0]) > _EXIT_NOISE * weight[0]:
+def _leaving_bound(Cm, phi, slot, beta, h):
+    """Whether the multiplier ``s = Cm / phi`` of ``slot`` sits on ``beta`` (to rounding) and moves out of
+    ``[leak, 1]`` through it, by more than ``STAY_TOL`` over the step ``h`` (``s' = (Cm' - beta phi') / phi``)."""
+    value = Cm[0, slot] - beta * phi[0, slot]
+    if phi[0, slot] == 0.0 or abs(value) > _EXIT_NOISE * abs(phi[0, slot]):
         return False
-    rate = poly[1]
-    if abs(rate) * h <= STAY_TOL * weight[0]:
+    rate = (Cm[1, slot] - beta * phi[1, slot]) / phi[0, slot]
+    if abs(rate) * h <= STAY_TOL:
         return False
-    return rate > 0.0 if upper else rate < 0.0
+    return rate > 0.0 if beta == 1.0 else rate < 0.0
 
 
 @jit
@@ -315,27 +267,6 @@ def _exit_side(phi, slot, order, tau, beta):
     if abs(value) <= 1e-8 * size:
         return 0
     return 1 if (beta == 1.0) == (value > 0.0) else -1
-
-
-@jit
-def _release_unit(phi, leader, r, first, last, upper, leak, order, tau, samples, neurons, hit, forced):
-    """Mark the held unit led by slot ``r`` for re-classification with its side forced: a single surface leaves to
-    the side its multiplier's exit implies (:func:`_exit_side`; 0, i.e. free re-classification, at a 0/0), a group
-    of parallel hyperplanes must leave them (``forced = 2``: either side)."""
-    members = 0
-    for s in range(first, last):
-        if leader[s] == r:
-            members += 1
-    for s in range(first, last):
-        if leader[s] != r:
-            continue
-        i, j = samples[s], neurons[s]
-        hit[i, j] = True
-        if members == 1:
-            beta = 1.0 if upper == (phi[0, s] > 0.0) else leak
-            forced[i, j] = _exit_side(phi, s, order, tau, beta)
-        else:
-            forced[i, j] = 2
 
 
 @jit
@@ -405,7 +336,6 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     Zt = np.empty((n, m, K + 1))
     work = np.empty((6, max(K + 1, STACK)))
     poly = np.empty(K + 1)
-    weight = np.empty(K + 1)
     cons_offset = np.zeros(m + 1, np.int64)
     slopes_from_state(active, mode, leak, S)
     t = clock[0]
@@ -444,14 +374,14 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             if code != status.RUNNING:
                 break
         # 2. Taylor coefficients, held surfaces and their multipliers
-        samples, neurons, pinv, leader, ratio, general = build_constraints(Xa, bias, mode, cons_offset)
-        # neurons held on dependent hyperplanes that are not parallel groups (more hyperplanes through a point than
-        # dimensions) are re-classified at every step: whether some split of their multipliers still fits in
-        # [leak, 1] is decided by the configuration search (their release is located to the step)
-        if np.any(general):
+        samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
+        # neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step:
+        # whether some split of their multipliers still fits in [leak, 1] is decided by the configuration search
+        # (their release is therefore located to the step, not to machine precision)
+        if np.any(dependent):
             hit[:, :] = False
             for slot in range(len(samples)):
-                if general[slot]:
+                if dependent[slot]:
                     for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
                         hit[samples[q], neurons[q]] = True
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
@@ -459,7 +389,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                                   ev_mult, n_ev)
             if code != status.RUNNING:
                 break
-            samples, neurons, pinv, leader, ratio, general = build_constraints(Xa, bias, mode, cons_offset)
+            samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
         n_slots = len(samples)
         Cm = np.zeros((K + 1, n_slots))
         phi = np.zeros((K + 1, n_slots))
@@ -493,16 +423,17 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             break
         # held surfaces whose multiplier sits on a bound and moves out of [leak, 1]: released now
         leaving = False
-        for r in range(n_slots):
-            if leader[r] != r or general[r]:
+        for slot in range(n_slots):
+            i, j = samples[slot], neurons[slot]
+            if dependent[slot]:
                 continue
-            first, last = cons_offset[neurons[r]], cons_offset[neurons[r] + 1]
-            for upper in (True, False):
-                _unit_poly(Cm, phi, leader, ratio, r, first, last, upper, leak, K - 1, poly, weight)
-                if _leaving_bound(poly, weight, upper, h):
-                    _release_unit(phi, leader, r, first, last, upper, leak, K - 1, 0.0, samples, neurons, hit,
-                                  forced)
-                    leaving = leaving or forced[samples[r], neurons[r]] != 0
+            for beta in (leak, 1.0):
+                if _leaving_bound(Cm, phi, slot, beta, h):
+                    side = _exit_side(phi, slot, K - 1, 0.0, beta)
+                    if side != 0:
+                        hit[i, j] = True
+                        forced[i, j] = side
+                        leaving = True
         if leaving:
             # each pass releases at least one held surface (a forced side is always taken), so this cannot
             # repeat more than n m times at one instant
@@ -538,13 +469,11 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                     if tau <= bound:
                         bound = tau
                         found = True
-        for r in range(n_slots):
-            if leader[r] != r or general[r]:
+        for slot in range(n_slots):
+            if dependent[slot]:
                 continue
-            first, last = cons_offset[neurons[r]], cons_offset[neurons[r] + 1]
-            for upper in (True, False):
-                _unit_poly(Cm, phi, leader, ratio, r, first, last, upper, leak, K - 1, poly, weight)
-                tau = _exit_root(poly, weight, K - 1, bound, work)
+            for beta in (leak, 1.0):
+                tau = _exit_root(Cm, phi, slot, K - 1, beta, bound, work, poly)
                 if tau <= bound:
                     bound = tau
                     found = True
@@ -571,15 +500,16 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             for j in range(m):
                 drop[i, j] = DROP_NONE
         if found:
-            for r in range(n_slots):
-                if leader[r] != r or general[r]:
+            for slot in range(n_slots):
+                i, j = samples[slot], neurons[slot]
+                if dependent[slot]:
                     continue
-                first, last = cons_offset[neurons[r]], cons_offset[neurons[r] + 1]
-                for upper in (True, False):
-                    _unit_poly(Cm, phi, leader, ratio, r, first, last, upper, leak, K - 1, poly, weight)
-                    if _exit_root(poly, weight, K - 1, reach, work) <= reach:
-                        _release_unit(phi, leader, r, first, last, upper, leak, K - 1, h, samples, neurons, hit,
-                                      forced)
+                for beta in (leak, 1.0):
+                    if _exit_root(Cm, phi, slot, K - 1, beta, reach, work, poly) <= reach:
+                        hit[i, j] = True
+                        # a multiplier c / (a_j G_i) that leaves [leak, 1] with a_j G_i != 0 releases the surface;
+                        # at a_j G_i = 0 (0/0) the neuron is re-classified instead
+                        forced[i, j] = _exit_side(phi, slot, K - 1, h, beta)
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
                                   caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
                                   ev_mult, n_ev)

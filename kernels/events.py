@@ -259,9 +259,7 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
     surface : ndarray of bool, shape (n, m)
         The surfaces the state sits on.
     forced : ndarray of int8, shape (n, m)
-        +1 / -1 where a held surface must be left to that side (its multiplier left ``[leak, 1]``), 2 where it
-        must be left to either side (a group of parallel hyperplanes whose combined multiplier left its range),
-        else 0.
+        +1 / -1 where a held surface must be left to that side (its multiplier left ``[leak, 1]``), else 0.
     caratheodory : bool
         Use the selection ``s = selection`` instead of the minimal-norm element.
     selection : float
@@ -342,7 +340,7 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
         out_mult[i] = s[p]
         if side_forced[p] != 0:
             out_stay[i] = False
-            out_side[i] = side_forced[p] if side_forced[p] != 2 else (1 if u[p] >= 0.0 else -1)
+            out_side[i] = side_forced[p]
             out_kind[i] = EVENT_SLIDE_END
             continue
         if caratheodory:
@@ -429,10 +427,7 @@ def _consistent_configuration(idx, normal, v0, E, leak, size, tie_policy, side_f
         misfit = _configuration(sides, count, normal, v0, E, leak, v, mult)
         ok = misfit <= STAY_TOL * size
         for p in range(count):
-            if side_forced[p] == 2:
-                if sides[p] == 2:
-                    ok = False
-            elif side_forced[p] != 0 and sides[p] != (1 if side_forced[p] > 0 else 0):
+            if side_forced[p] != 0 and sides[p] != (1 if side_forced[p] > 0 else 0):
                 ok = False
         for p in range(count):
             tol = STAY_TOL * size * n_size[p]
@@ -497,9 +492,7 @@ def _fixed_point_configuration(idx, normal, v0, E, leak, size, side_forced, u0, 
     sides = np.empty(count, np.int64)
     for p in range(count):
         tol = STAY_TOL * size * math.sqrt(np.sum(normal[:, p] ** 2))
-        if side_forced[p] == 2:
-            sides[p] = 1 if u0[p] >= 0.0 else 0
-        elif side_forced[p] != 0:
+        if side_forced[p] != 0:
             sides[p] = 1 if side_forced[p] > 0 else 0
         elif u0[p] > tol:
             sides[p] = 1
