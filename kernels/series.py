@@ -53,15 +53,6 @@ def loss_terms(loss_kind, f, y):
 
 
 @jit
-def slopes_from_pattern(active, leak, S):
-    """Fill ``S`` (n, m) with 1 where ``active`` and ``leak`` elsewhere."""
-    n, m = active.shape
-    for i in range(n):
-        for j in range(m):
-            S[i, j] = 1.0 if active[i, j] else leak
-
-
-@jit
 def preactivations(Xa, P, out_Z):
     """``out_Z[i, j] = <P[j, :d+1], Xa[i]>`` for the ``(n, m)`` pre-activations of one coefficient layer."""
     n, da = Xa.shape
