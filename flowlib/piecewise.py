@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowlib.flow import order_for
+from flowlib.running import order_for
 from flowlib.kernels import pwa, status as kstatus
 from flowlib.problem import as_real_array
 from flowlib.result import EVENT_KINDS, Status

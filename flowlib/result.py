@@ -5,6 +5,7 @@ Arrays are time-major: ``res.W[k]`` is the weight matrix at ``res.t[k]`` (unlike
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 from dataclasses import dataclass, field
@@ -92,6 +93,10 @@ class FlowResult:
         Taylor order and tolerance used.
     wall_s : float
         Wall time of the integration (compilation excluded, see :func:`flowlib.warmup`).
+    dps : int or None
+        Decimal digits of an mpmath run (``gradient_flow(..., dps=N)``): ``t``, ``states``, ``loss``, ``energy``,
+        ``coefficients``, the ``t_eval`` arrays and the events' ``t`` and ``multiplier`` then hold mpf numbers
+        (``dtype=object``), and the methods below compute at ``dps`` digits. ``None`` for float64.
     """
 
     problem: Problem
@@ -109,6 +114,27 @@ class FlowResult:
     rtol: float
     wall_s: float = 0.0
     options: dict = field(default_factory=dict)
+    dps: int | None = None
+
+    def _precision(self):
+        """``mp.workdps(dps)`` for an mpmath run (arithmetic on mpf outside it would round to 15 digits)."""
+        if self.dps is None:
+            return contextlib.nullcontext()
+        from mpmath import mp
+
+        return mp.workdps(self.dps)
+
+    def _times(self, times) -> np.ndarray:
+        if self.dps is None:
+            return np.asarray(times, dtype=np.float64)
+        from mpmath import mpf
+
+        given = np.asarray(times, dtype=object)
+        out = np.empty(given.shape, dtype=object)
+        with self._precision():
+            for index, x in np.ndenumerate(given):
+                out[index] = mpf(x) if isinstance(x, (str, mpf)) else mpf(float(x))
+        return out
 
     # ----- views --------------------------------------------------------------------------------------------
     @property
@@ -146,6 +172,10 @@ class FlowResult:
         """The time reached (``t_end`` on success)."""
         return float(self.t[-1])
 
+    def float64(self, name: str) -> np.ndarray:
+        """Attribute ``name`` (``"t"``, ``"states"``, ``"loss"`` ...) as float64 (rounded for an mpmath run)."""
+        return np.asarray(getattr(self, name), dtype=np.float64)
+
     @property
     def final(self) -> Params:
         """Parameters at the time reached."""
@@ -153,11 +183,15 @@ class FlowResult:
 
     # ----- dense output -------------------------------------------------------------------------------------
     def _packed_at(self, times: np.ndarray) -> np.ndarray:
-        times = np.asarray(times, dtype=np.float64)
-        if np.any(~np.isfinite(times)) or np.any(times < self.t[0]) or np.any(times > self.t[-1]):
+        with self._precision():
+            return self._packed_at_precision(self._times(times))
+
+    def _packed_at_precision(self, times: np.ndarray) -> np.ndarray:
+        finite = np.isfinite(times.astype(np.float64))
+        if np.any(~finite) or np.any(times < self.t[0]) or np.any(times > self.t[-1]):
             raise ValueError(f"t must lie in [{self.t[0]}, {self.t[-1]}], the interval the run covered")
         if self.coefficients is None:
-            out = np.empty(times.shape + self.states.shape[1:])
+            out = np.empty(times.shape + self.states.shape[1:], dtype=self.states.dtype)
             for k, tk in enumerate(times.ravel()):
                 hits = np.flatnonzero(self.t == tk)
                 hits_eval = np.flatnonzero(self.t_eval == tk)
@@ -169,16 +203,19 @@ class FlowResult:
                     raise ValueError("t is not a step boundary or a t_eval time, and the run kept no dense "
                                      "output: rerun with dense_output=True or t_eval")
             return out
-        step = np.clip(np.searchsorted(self.t, times, side="right") - 1, 0, self.n_steps - 1)
-        tau = times - self.t[step]
-        C = self.coefficients[step]  # (..., K+1, m, w)
-        acc = C[..., self.order, :, :]
+        flat = times.reshape(-1)
+        step = np.clip(np.searchsorted(self.t, flat, side="right") - 1, 0, self.n_steps - 1)
+        tau = (flat - self.t[step])[:, None, None]
+        C = self.coefficients[step]  # (len, K+1, m, w)
+        acc = C[:, self.order]
         for k in range(self.order - 1, -1, -1):
-            acc = acc * tau[..., None, None] + C[..., k, :, :]
-        return acc
+            acc = acc * tau + C[:, k]
+        return acc.reshape(times.shape + acc.shape[1:])
 
     def params_at(self, t: float) -> Params:
-        """Parameters at time ``t`` from the Taylor polynomials (dense output).
+        """Parameters at time ``t`` from the Taylor polynomials (dense output), as float64.
+
+        For the full precision of an mpmath run use :meth:`states_at` (``t`` may then be an mpf or a string).
 
         Raises
         ------
@@ -187,17 +224,25 @@ class FlowResult:
         """
         if self.n_steps == 0:
             return self.final
-        return Params.unpacked(self._packed_at(np.float64(t)), self.problem.bias)
+        return Params.unpacked(np.asarray(self._packed_at(t), dtype=np.float64), self.problem.bias)
 
     def states_at(self, times) -> np.ndarray:
         """Packed states ``(w_j, b_j, a_j)`` at an array of times, shape ``(len(times), m, d + 2)``."""
-        times = np.atleast_1d(np.asarray(times, dtype=np.float64))
+        times = np.atleast_1d(self._times(times))
         if self.n_steps == 0:
             return np.repeat(self.states[:1], len(times), axis=0)
         return self._packed_at(times)
 
     def loss_at(self, t):
         """Loss at time(s) ``t`` (scalar in, scalar out)."""
+        if self.dps is not None:
+            from flowlib.mp import series as mpseries
+
+            with self._precision():
+                data = mpseries.MPData.from_problem(self.problem)
+                values = np.array([mpseries.loss_at_state(data, [list(row) for row in state])
+                                   for state in self.states_at(t)], dtype=object)
+            return values[0] if np.ndim(t) == 0 else values
         times = np.atleast_1d(np.asarray(t, dtype=np.float64))
         p = self.problem
         values = driver.loss_along(p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak,
@@ -220,9 +265,10 @@ class FlowResult:
         """
         if not self.problem.train_outer:
             return float("nan")
-        bal = self.balancedness
-        norm = np.max(np.sum(self.states**2, axis=2))
-        return float(np.max(np.abs(bal - bal[0])) / norm) if norm > 0 else 0.0
+        with self._precision():
+            bal = self.balancedness
+            norm = np.max(np.sum(self.states**2, axis=2))
+            return float(np.max(np.abs(bal - bal[0])) / norm) if norm > 0 else 0.0
 
     @property
     def energy_residual(self) -> float:
@@ -232,27 +278,29 @@ class FlowResult:
         """
         if self.n_steps == 0:
             return 0.0
-        dissipated = float(np.sum(self.energy))
-        scale = max(float(self.loss[0]), dissipated)
-        return abs(float(self.loss[0] - self.loss[-1]) - dissipated) / scale if scale > 0 else 0.0
+        with self._precision():
+            dissipated = np.sum(self.energy)
+            scale = max(self.loss[0], dissipated)
+            return float(abs(self.loss[0] - self.loss[-1] - dissipated) / scale) if scale > 0 else 0.0
 
     def event_table(self, limit: int | None = None) -> str:
         """The events as a fixed-width text table (``limit`` rows at most)."""
         lines = [f"{'t':>22}  {'kind':<11} {'neuron':>6} {'sample':>6} {'side':>5} {'multiplier':>12}"]
         for ev in self.events[:limit]:
             side = f"{ev.side:+d}" if ev.side else "0"
-            mult = "" if np.isnan(ev.multiplier) else f"{ev.multiplier:.6g}"
-            lines.append(f"{ev.t:22.16g}  {ev.kind:<11} {ev.neuron:6d} {ev.sample:6d} {side:>5} {mult:>12}")
+            mult = "" if np.isnan(float(ev.multiplier)) else f"{float(ev.multiplier):.6g}"
+            lines.append(f"{float(ev.t):22.16g}  {ev.kind:<11} {ev.neuron:6d} {ev.sample:6d} {side:>5} {mult:>12}")
         if limit is not None and len(self.events) > limit:
             lines.append(f"... {len(self.events) - limit} more")
         return "\n".join(lines)
 
     def summary(self) -> str:
         """A few lines: status, time reached, steps, events, loss, diagnostics."""
+        precision = "float64" if self.dps is None else f"mpmath, {self.dps} digits"
         lines = [f"status {self.status}: {self.message}",
-                 f"t = {self.t[0]:g} -> {self.t_final:.16g} in {self.n_steps} Taylor steps (order {self.order}, "
-                 f"rtol {self.rtol:g}), {self.n_events} events, {self.wall_s * 1e3:.2f} ms",
-                 f"loss {self.loss[0]:.16g} -> {self.loss[-1]:.16g}",
+                 f"t = {float(self.t[0]):g} -> {self.t_final:.16g} in {self.n_steps} Taylor steps (order {self.order}, "
+                 f"rtol {self.rtol:g}, {precision}), {self.n_events} events, {self.wall_s * 1e3:.2f} ms",
+                 f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}",
                  f"energy-identity residual {self.energy_residual:.2e}"]
         if self.problem.train_outer:
             lines.append(f"balancedness drift {self.balancedness_drift:.2e}")
@@ -260,7 +308,11 @@ class FlowResult:
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path) -> Path:
-        """Write the result to ``path`` (``.npz``; metadata as a JSON string, loadable without pickle)."""
+        """Write the result to ``path`` (``.npz``; metadata as a JSON string, loadable without pickle).
+
+        The numbers of an mpmath run are stored as decimal strings that :func:`flowlib.load` reads back into the
+        very same mpf numbers.
+        """
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(".npz")
@@ -268,22 +320,49 @@ class FlowResult:
         meta = {"schema": 1, "flowlib": __version__, "kind": "FlowResult", "problem": self.problem.to_dict(),
                 "status": self.status.value, "message": self.message, "order": self.order, "rtol": self.rtol,
                 "wall_s": self.wall_s, "options": self.options, "event_kinds": [e.kind for e in ev],
-                "dense": self.coefficients is not None}
-        arrays = dict(t=self.t, states=self.states, loss=self.loss, energy=self.energy, t_eval=self.t_eval,
-                      states_eval=self.states_eval, event_t=np.array([e.t for e in ev], dtype=float),
-                      event_neuron=np.array([e.neuron for e in ev], dtype=np.int64),
-                      event_sample=np.array([e.sample for e in ev], dtype=np.int64),
-                      event_side=np.array([e.side for e in ev], dtype=np.int64),
-                      event_multiplier=np.array([e.multiplier for e in ev], dtype=float),
-                      meta=np.array(json.dumps(meta)))
+                "dense": self.coefficients is not None, "dps": self.dps}
+        numbers = {"t": self.t, "states": self.states, "loss": self.loss, "energy": self.energy,
+                   "t_eval": self.t_eval, "states_eval": self.states_eval,
+                   "event_t": np.array([e.t for e in ev], dtype=object),
+                   "event_multiplier": np.array([e.multiplier for e in ev], dtype=object)}
         if self.coefficients is not None:
-            arrays["coefficients"] = self.coefficients
+            numbers["coefficients"] = self.coefficients
+        arrays = {name: numbers_to_text(values, self.dps) if self.dps else np.asarray(values, dtype=np.float64)
+                  for name, values in numbers.items()}
+        arrays.update(event_neuron=np.array([e.neuron for e in ev], dtype=np.int64),
+                      event_sample=np.array([e.sample for e in ev], dtype=np.int64),
+                      event_side=np.array([e.side for e in ev], dtype=np.int64), meta=np.array(json.dumps(meta)))
         np.savez_compressed(path, **arrays)
         return path
 
 
-def load(path) -> FlowResult:
-    """Read a result written by :meth:`FlowResult.save`.
+def numbers_to_text(values, dps: int) -> np.ndarray:
+    """mpf numbers (any shape, ``dtype=object``; NaN floats allowed) as decimal strings that round-trip at ``dps``."""
+    from mpmath import mp, mpf
+    from mpmath.libmp import repr_dps
+
+    with mp.workdps(dps):
+        digits = repr_dps(mp.prec)
+        flat = [mp.nstr(mpf(v), digits, strip_zeros=False, min_fixed=1, max_fixed=0) for v in
+                np.asarray(values, dtype=object).ravel()]
+    return np.array(flat, dtype=str).reshape(np.shape(values))
+
+
+def numbers_from_text(values, dps: int) -> np.ndarray:
+    """Inverse of :func:`numbers_to_text`: an object array of mpf at ``dps`` digits."""
+    from mpmath import mp, mpf
+
+    with mp.workdps(dps):
+        flat = [mpf(str(v)) for v in np.asarray(values).ravel()]
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(np.shape(values))
+
+
+def load(path) -> FlowResult | DescentResult:
+    """Read a result written by :meth:`FlowResult.save` or :meth:`DescentResult.save`.
+
+    The ``kind`` field of the saved metadata says which.
 
     Raises
     ------
@@ -294,13 +373,229 @@ def load(path) -> FlowResult:
         if "meta" not in data:
             raise ValueError(f"path {path!s} is not a flowlib result (no metadata)")
         meta = json.loads(str(data["meta"]))
+        if meta.get("kind") == "DescentResult":
+            return _load_descent(data, meta)
         if meta.get("kind") != "FlowResult":
-            raise ValueError(f"path {path!s} holds a {meta.get('kind')!r}, not a FlowResult")
-        events = tuple(Event(float(t), kind, int(j), int(i), int(s), float(mu)) for t, kind, j, i, s, mu in
-                       zip(data["event_t"], meta["event_kinds"], data["event_neuron"], data["event_sample"],
-                           data["event_side"], data["event_multiplier"]))
-        return FlowResult(problem=Problem(**meta["problem"]), t=data["t"], states=data["states"],
-                          loss=data["loss"], energy=data["energy"], events=events, status=Status(meta["status"]),
-                          message=meta["message"], coefficients=data["coefficients"] if meta["dense"] else None,
-                          t_eval=data["t_eval"], states_eval=data["states_eval"], order=meta["order"],
-                          rtol=meta["rtol"], wall_s=meta["wall_s"], options=meta["options"])
+            raise ValueError(f"path {path!s} holds a {meta.get('kind')!r}, not a FlowResult or DescentResult")
+        dps = meta.get("dps")
+        names = ["t", "states", "loss", "energy", "t_eval", "states_eval", "event_t", "event_multiplier"]
+        names += ["coefficients"] if meta["dense"] else []
+        numbers = {name: numbers_from_text(data[name], dps) if dps else data[name] for name in names}
+        convert = (lambda v: v) if dps else float
+        events = tuple(Event(convert(t), kind, int(j), int(i), int(s), convert(mu)) for t, kind, j, i, s, mu in
+                       zip(numbers["event_t"], meta["event_kinds"], data["event_neuron"], data["event_sample"],
+                           data["event_side"], numbers["event_multiplier"]))
+        return FlowResult(problem=Problem(**meta["problem"]), t=numbers["t"], states=numbers["states"],
+                          loss=numbers["loss"], energy=numbers["energy"], events=events,
+                          status=Status(meta["status"]), message=meta["message"],
+                          coefficients=numbers.get("coefficients"), t_eval=numbers["t_eval"],
+                          states_eval=numbers["states_eval"], order=meta["order"], rtol=meta["rtol"],
+                          wall_s=meta["wall_s"], options=meta["options"], dps=dps)
+
+
+@dataclass(frozen=True)
+class Flip:
+    """One activation flip of gradient descent.
+
+    Attributes
+    ----------
+    k : int
+        The iterate at which ``z_ij = <w_j, x_i> + b_j`` is first on its new side (iterate ``k - 1`` was on the
+        other one); compare with the flow at ``t = k * lr``.
+    neuron, sample : int
+        The switching surface ``<w_neuron, x_sample> + b_neuron = 0``.
+    side : int
+        The side entered: +1 ``z > 0``, -1 ``z <= 0``.
+    """
+
+    k: int
+    neuron: int
+    sample: int
+    side: int
+
+
+@dataclass(frozen=True)
+class DescentResult:
+    """Full-batch gradient descent ``theta_{k+1} = theta_k - lr grad L(theta_k)`` from one initialisation.
+
+    Attributes
+    ----------
+    problem : Problem
+    lr : float
+        Step size.
+    steps : int
+        Iterations done (the index of the last iterate).
+    iterations : ndarray of int64, shape (n_rec,)
+        Recorded iteration indices, increasing, from 0 to ``steps`` (the last iterate is always recorded).
+    states : ndarray, shape (n_rec, m, d + 2)
+        Packed parameters ``(w_j, b_j, a_j)`` at the recorded iterates: float64, or ``dtype=object`` holding
+        mpmath ``mpf`` at ``dps`` digits for an arbitrary-precision run.
+    loss : ndarray, shape (n_rec,)
+        Loss at the recorded iterates (float64, or ``mpf`` objects).
+    flips : tuple of Flip
+        Every activation flip, in iteration order (not only at recorded iterates).
+    status : Status
+        ``success``, ``interrupted``, ``max_events`` (``max_flips`` used up) or ``failed`` (non-finite state).
+    message : str
+    dps : int or None
+        Decimal digits of an mpmath run, ``None`` for float64.
+    selection : float
+        ``sigma'(0)``, the slope used where a pre-activation is exactly 0.
+    wall_s : float
+        Wall time of the iterations (compilation excluded, see :func:`flowlib.warmup`).
+    options : dict
+        The other arguments of the run (``record_every``, ``max_flips``).
+    """
+
+    problem: Problem
+    lr: float
+    steps: int
+    iterations: np.ndarray
+    states: np.ndarray
+    loss: np.ndarray
+    flips: tuple
+    status: Status
+    message: str
+    dps: int | None = None
+    selection: float = 0.0
+    wall_s: float = 0.0
+    options: dict = field(default_factory=dict)
+
+    # ----- views --------------------------------------------------------------------------------------------
+    @property
+    def success(self) -> bool:
+        """True when ``status == "success"``."""
+        return self.status == Status.SUCCESS
+
+    @property
+    def times(self) -> np.ndarray:
+        """Flow times ``k * lr`` at which the recorded iterates are compared with the flow (float64)."""
+        return self.iterations * self.lr
+
+    @property
+    def n_flips(self) -> int:
+        """Number of activation flips."""
+        return len(self.flips)
+
+    @property
+    def W(self) -> np.ndarray:
+        """Inner weights at the recorded iterates, shape ``(n_rec, m, d)``."""
+        return self.states[:, :, : self.problem.d]
+
+    @property
+    def b(self) -> np.ndarray | None:
+        """Biases at the recorded iterates, shape ``(n_rec, m)``, or ``None`` without bias."""
+        return self.states[:, :, self.problem.d] if self.problem.bias else None
+
+    @property
+    def a(self) -> np.ndarray:
+        """Outer weights at the recorded iterates, shape ``(n_rec, m)``."""
+        return self.states[:, :, self.problem.d + 1]
+
+    def _row(self, k) -> int:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ValueError(f"k must be an integer iteration index, got {k!r}")
+        row = int(np.searchsorted(self.iterations, k))
+        if row == len(self.iterations) or self.iterations[row] != k:
+            raise ValueError(f"k = {k} is not a recorded iteration (recorded every "
+                             f"{self.options.get('record_every', '?')} from 0 to {self.steps}, and the last)")
+        return row
+
+    def state_at(self, k) -> np.ndarray:
+        """Packed state ``(w_j, b_j, a_j)`` of the recorded iterate ``k``, at the run's precision (a copy).
+
+        Raises
+        ------
+        ValueError
+            If ``k`` is not a recorded iteration.
+        """
+        return self.states[self._row(k)].copy()
+
+    def params_at(self, k) -> Params:
+        """Parameters at the recorded iterate ``k`` (rounded to float64 for an mpmath run; see :meth:`state_at`).
+
+        Raises
+        ------
+        ValueError
+            If ``k`` is not a recorded iteration.
+        """
+        return Params.unpacked(np.asarray(self.state_at(k), dtype=np.float64), self.problem.bias)
+
+    @property
+    def final(self) -> Params:
+        """Parameters at the last iterate (rounded to float64 for an mpmath run)."""
+        return self.params_at(int(self.iterations[-1]))
+
+    def states_float(self) -> np.ndarray:
+        """:attr:`states` as float64 (rounded to nearest for an mpmath run)."""
+        return np.asarray(self.states, dtype=np.float64)
+
+    # ----- text ---------------------------------------------------------------------------------------------
+    def flip_table(self, limit: int | None = None) -> str:
+        """The flips as a fixed-width text table (``limit`` rows at most): iteration, flow time, surface, side."""
+        lines = [f"{'k':>12} {'t = k lr':>22}  {'neuron':>6} {'sample':>6} {'side':>5}"]
+        for fl in self.flips[:limit]:
+            lines.append(f"{fl.k:12d} {fl.k * self.lr:22.16g}  {fl.neuron:6d} {fl.sample:6d} {fl.side:+5d}")
+        if limit is not None and len(self.flips) > limit:
+            lines.append(f"... {len(self.flips) - limit} more")
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """A few lines: status, iterations, flips, loss."""
+        precision = "float64" if self.dps is None else f"mpmath at {self.dps} digits"
+        rate = f", {self.steps / self.wall_s:.3g} it/s" if self.wall_s > 0 and self.steps else ""
+        return "\n".join([
+            f"status {self.status}: {self.message}",
+            f"gradient descent ({precision}), lr = {self.lr!r}, sigma'(0) = {self.selection:g}: {self.steps} "
+            f"iterations (t = {self.steps * self.lr:.6g}), {self.n_flips} flips, {self.wall_s * 1e3:.2f} ms{rate}",
+            f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}"])
+
+    # ----- persistence --------------------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write the result to ``path`` (``.npz``; metadata as a JSON string, loadable without pickle).
+
+        The numbers of an mpmath run are stored as decimal strings with ``dps + 5`` significant digits, which
+        :func:`flowlib.load` reads back at ``dps`` digits into the very same mpf.
+        """
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        meta = {"schema": 1, "flowlib": __version__, "numpy": np.__version__, "kind": "DescentResult",
+                "problem": self.problem.to_dict(), "lr": self.lr, "steps": self.steps, "status": self.status.value,
+                "message": self.message, "dps": self.dps, "selection": self.selection, "wall_s": self.wall_s,
+                "options": self.options}
+        if self.dps is None:
+            states, loss = np.asarray(self.states, np.float64), np.asarray(self.loss, np.float64)
+        else:
+            import mpmath
+
+            meta["mpmath"] = mpmath.__version__
+
+            def text(values):
+                return np.array([mpmath.nstr(v, self.dps + 5, strip_zeros=False) for v in values.ravel()],
+                                dtype=str).reshape(values.shape)
+
+            states, loss = text(self.states), text(self.loss)
+        fl = self.flips
+        np.savez_compressed(path, iterations=self.iterations, states=states, loss=loss,
+                            flip_k=np.array([f.k for f in fl], dtype=np.int64),
+                            flip_neuron=np.array([f.neuron for f in fl], dtype=np.int64),
+                            flip_sample=np.array([f.sample for f in fl], dtype=np.int64),
+                            flip_side=np.array([f.side for f in fl], dtype=np.int64), meta=np.array(json.dumps(meta)))
+        return path
+
+
+def _load_descent(data, meta) -> DescentResult:
+    states, loss = data["states"], data["loss"]
+    if meta["dps"] is not None:
+        import mpmath
+
+        with mpmath.mp.workdps(meta["dps"]):
+            states = np.array([mpmath.mpf(str(v)) for v in states.ravel()], dtype=object).reshape(states.shape)
+            loss = np.array([mpmath.mpf(str(v)) for v in loss.ravel()], dtype=object)
+    flips = tuple(Flip(int(k), int(j), int(i), int(s)) for k, j, i, s in
+                  zip(data["flip_k"], data["flip_neuron"], data["flip_sample"], data["flip_side"]))
+    return DescentResult(problem=Problem(**meta["problem"]), lr=meta["lr"], steps=meta["steps"],
+                         iterations=data["iterations"], states=states, loss=loss, flips=flips,
+                         status=Status(meta["status"]), message=meta["message"], dps=meta["dps"],
+                         selection=meta["selection"], wall_s=meta["wall_s"], options=meta["options"])

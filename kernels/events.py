@@ -46,26 +46,14 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-
-EVENT_CROSS = 0
-EVENT_SLIDE_START = 1
-EVENT_SLIDE_END = 2
-EVENT_STICK = 3
-EVENT_TIE = 4
-EVENT_ZENO = 5
-
-TIE_STAY = 0
-TIE_LEAVE = 1
+from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,  # noqa: F401
+                        EVENT_ZENO, MAX_ENUMERATED, MAX_SURFACES, TIE_LEAVE, TIE_STAY)
 
 #: Relative size below which a normal velocity counts as zero (the surface is kept).
 STAY_TOL = 1e-9
-#: Largest number of hyperplanes one neuron may sit on at once.
-MAX_SURFACES = 64
 #: Relative singular-value cut-off of the small least-squares solves: hyperplanes of duplicate or antipodal samples
 #: have exactly dependent normals, which LAPACK's default (machine epsilon) may not recognise.
 RCOND = 1e-12
-#: Largest number of simultaneous surfaces whose 3^k configurations are checked for consistency.
-MAX_ENUMERATED = 7
 
 
 @jit

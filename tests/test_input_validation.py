@@ -101,11 +101,6 @@ def test_wrong_argument_types():
         fl.gradient_flow(problem(), P0, 1.0)
 
 
-def test_dps_not_available_yet():
-    with pytest.raises(NotImplementedError, match="dps"):
-        fl.gradient_flow(problem(), fl.Params(**P0), 1.0, dps=30)
-
-
 def test_params_at_outside_run():
     res = fl.gradient_flow(problem(), fl.Params(**P0), 1.0)
     with pytest.raises(ValueError, match=r"\bt\b"):

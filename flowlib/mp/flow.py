@@ -1,0 +1,388 @@
+"""The event-driven Taylor integrator over mpmath numbers: :func:`flowlib.gradient_flow` with ``dps=N``.
+
+Step for step the algorithm of :func:`flowlib.kernels.driver.integrate_chunk` (read its module docstring): free
+surfaces reached are classified (:mod:`.events`), held surfaces project the velocity order by order
+(:mod:`.series`), the step is cut at the earliest root of every free switching polynomial and of every held
+surface's multiplier exit polynomials (:mod:`.roots`), and held neurons are projected back onto their surfaces
+after each step. The tolerances that are multiples of float64's epsilon are the same multiples of the working
+epsilon ``10^-dps``; the thresholds ``1e-9`` / ``1e-12`` become ``eps^(9/16)`` / ``eps^(3/4)``.
+
+Everything runs inside ``mp.workdps(dps)`` (global precision is never touched). Data and initial state are
+converted exactly from their float64 values. The run returns an :class:`MPRun`; :func:`flowlib.gradient_flow`
+wraps it in a :class:`~flowlib.FlowResult` whose arrays hold mpf numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from mpmath import mp, mpf
+
+from flowlib.kernels.constants import EVENT_SLIDE_END, EVENT_TIE
+from flowlib.mp import events as mpevents, linalg
+from flowlib.mp.roots import earliest_root, excluded
+from flowlib.mp.series import MPData, horner, loss_value, preactivations, residual_weights, slopes, \
+    taylor_coefficients, state_at, velocity_energy
+from flowlib.running import progress_bar, sigint_flag
+
+FREE, HELD, VOID = 0, 1, 2
+DROP_NONE, DROP_CROSSED, DROP_RELEASED = 0, 1, 2
+
+#: Outcomes (names of :class:`flowlib.Status` plus a message), set on :attr:`MPRun.outcome`.
+SUCCESS, INTERRUPTED, MAX_STEPS, MAX_EVENTS, FAILED, NO_CARATHEODORY = (
+    "success", "interrupted", "max_steps", "max_events", "failed", "no_caratheodory_solution")
+
+
+@dataclass
+class MPRun:
+    """What an mpmath run produced (mpf numbers throughout); see :class:`flowlib.FlowResult` for the meaning."""
+
+    t: list = field(default_factory=list)
+    states: list = field(default_factory=list)
+    loss: list = field(default_factory=list)
+    energy: list = field(default_factory=list)
+    coefficients: list = field(default_factory=list)
+    events: list = field(default_factory=list)
+    eval_states: list = field(default_factory=list)
+    outcome: str = SUCCESS
+    message: str = "reached t_end"
+    wall_s: float = 0.0
+
+
+def _exit_noise() -> mpf:
+    return mp.eps ** (mpf(3) / 4)
+
+
+class _Integrator:
+    """The state of one run and the steps of the algorithm (one method per numbered stage of the kernel)."""
+
+    def __init__(self, data: MPData, P, order, tol, caratheodory, selection, tie_leave):
+        self.data = data
+        self.P = P
+        self.K = order
+        self.tol = tol
+        self.caratheodory = caratheodory
+        self.selection = selection
+        self.tie_leave = tie_leave
+        n, m = data.n, len(P)
+        Z = preactivations(data, P)
+        self.active = [[Z[i][j] > 0 for j in range(m)] for i in range(n)]
+        void = [all(x == 0 for x in normal) for normal in data.normals]
+        self.mode = [[VOID if void[i] else FREE for _ in range(m)] for i in range(n)]
+        self.drop = [[DROP_NONE] * m for _ in range(n)]
+        self.events = []
+        self.t = mpf(0)
+        self.eps = mp.eps
+        self.stay = mpevents.stay_tol()
+        self.noise = _exit_noise()
+
+    # ----- helpers ----------------------------------------------------------------------------------------
+    @property
+    def S(self):
+        return slopes(self.data, self.active, [[md != FREE for md in row] for row in self.mode])
+
+    def _held_samples(self, j):
+        return [i for i in range(self.data.n) if self.mode[i][j] == HELD]
+
+    def constraints(self):
+        """Per neuron, ``(slot, sample, pinv row)`` of its held surfaces; slot list; dependent flags."""
+        cut = linalg.rcond()
+        per_neuron, slots, dependent = [], [], []
+        for j in range(len(self.P)):
+            held = self._held_samples(j)
+            rows = linalg.pinv_rows([list(self.data.normals[i]) for i in held], cut) if held else []
+            entry = []
+            for p, i in enumerate(held):
+                entry.append((len(slots), i, rows[p]))
+                slots.append((i, j))
+                dependent.append(False)
+                if len(held) > 1:
+                    others = [list(self.data.normals[r]) for r in held if r != i]
+                    normal = list(self.data.normals[i])
+                    coef = linalg.lstsq(others, normal, cut)
+                    residual = linalg.combine(normal, others, [-c for c in coef])
+                    dependent[-1] = linalg.norm(residual) <= self.stay * linalg.norm(normal)
+            per_neuron.append(entry)
+        return per_neuron, slots, dependent
+
+    def log(self, kind, j, i, side, mult):
+        self.events.append((self.t, kind, j, i, side, mult))
+
+    # ----- classification ---------------------------------------------------------------------------------
+    def resolve(self, hit, forced):
+        """Classify, per neuron, the surfaces in ``hit`` with the others the neuron sits on (kernel ``_resolve``)."""
+        data = self.data
+        S = self.S
+        G = residual_weights(data, self.P, S)
+        for j in sorted({j for _, j in hit}):
+            surface = [i for i in range(data.n) if (i, j) in hit or self.mode[i][j] == HELD or (
+                self.mode[i][j] == FREE and self.drop[i][j] == DROP_CROSSED)]
+            decisions = mpevents.classify_neuron(data, G, self.P, S, j, surface,
+                                                 {i: s for (i, jj), s in forced.items() if jj == j},
+                                                 self.caratheodory, self.selection, self.tie_leave)
+            for i in surface:
+                dec = decisions[i]
+                if dec.stay:
+                    if self.mode[i][j] != HELD:
+                        self.mode[i][j] = HELD
+                        self.log(dec.kind, j, i, 0, dec.multiplier)
+                    self.drop[i][j] = DROP_NONE
+                    continue
+                new_active = dec.side > 0
+                if self.mode[i][j] == HELD:
+                    self.mode[i][j] = FREE
+                    self.active[i][j] = new_active
+                    self.log(EVENT_SLIDE_END, j, i, dec.side, dec.multiplier)
+                elif new_active != self.active[i][j]:
+                    self.active[i][j] = new_active
+                    self.log(dec.kind, j, i, dec.side, dec.multiplier if dec.kind == EVENT_TIE else None)
+                self.drop[i][j] = DROP_RELEASED if forced.get((i, j), 0) else DROP_CROSSED
+
+    def surfaces_reached(self):
+        """Free surfaces the state sits on (to rounding) or whose side disagrees with the sign of ``z``."""
+        data = self.data
+        Z = preactivations(data, self.P)
+        scale = max(abs(x) for row in self.P for x in row)
+        hit = set()
+        for i in range(data.n):
+            reach = 64 * self.eps * scale * mp.fsum(abs(x) for x in data.normals[i])
+            for j in range(len(self.P)):
+                if self.mode[i][j] != FREE or self.drop[i][j] != DROP_NONE:
+                    continue
+                z = Z[i][j]
+                wrong = z <= 0 if self.active[i][j] else z >= 0
+                if wrong or abs(z) <= reach:
+                    hit.add((i, j))
+        return hit
+
+    # ----- multipliers of held surfaces -------------------------------------------------------------------
+    def _exit_root(self, poly, phi, bound):
+        """Earliest root in ``(0, bound]`` of the exit polynomial ``poly`` (kernel ``_exit_root``), or None."""
+        size_h = max(abs(c) * bound**k for k, c in enumerate(poly))
+        size_phi = max(abs(c) * bound**k for k, c in enumerate(phi))
+        if size_h <= self.noise * size_phi:
+            return None
+        on_bound = abs(poly[0]) <= self.noise * abs(phi[0])
+        if on_bound and max(abs(c) * bound**k for k, c in enumerate(poly) if k) <= self.stay * size_phi:
+            return None
+        return earliest_root(poly, bound, 1 if on_bound else 0)
+
+    def _leaving(self, poly, phi, beta, h):
+        """The multiplier sits on ``beta`` and moves out of ``[leak, 1]`` (kernel ``_leaving_bound``)."""
+        if phi[0] == 0 or abs(poly[0]) > self.noise * abs(phi[0]):
+            return False
+        rate = poly[1] / phi[0]
+        if abs(rate) * h <= self.stay:
+            return False
+        return rate > 0 if beta == 1 else rate < 0
+
+    @staticmethod
+    def _exit_side(phi, tau, beta):
+        """Side a held surface leaves to when its multiplier crosses ``beta`` at ``tau`` (kernel ``_exit_side``)."""
+        value = horner(phi, tau)
+        size = max(abs(c) * tau**k for k, c in enumerate(phi))
+        if abs(value) <= mpf(10) ** -8 * size:
+            return 0
+        return 1 if (beta == 1) == (value > 0) else -1
+
+    # ----- one step ---------------------------------------------------------------------------------------
+    def step(self, t_end):
+        """One Taylor step (or one instant of releases). Returns the step record or None."""
+        data, K = self.data, self.K
+        m, da = len(self.P), data.da
+        hit = self.surfaces_reached()
+        if hit:
+            self.resolve(hit, {})
+        per_neuron, slots, dependent = self.constraints()
+        if any(dependent):
+            hit = set()
+            for slot, dep in enumerate(dependent):
+                if dep:
+                    j = slots[slot][1]
+                    hit.update((i, j) for _, i, _ in per_neuron[j])
+            self.resolve(hit, {})
+            per_neuron, slots, dependent = self.constraints()
+        series = taylor_coefficients(data, self.S, self.P, K, per_neuron)
+        C, Z, G = series.C, series.Z, series.G
+        lmax = K - 1 if data.train_outer else 0
+        phi = [[mp.fsum(C[l][j][da] * G[k - l][i] for l in range(min(k, lmax) + 1)) for k in range(K)]
+               for i, j in slots]
+        top = max(abs(x) for row in C[K] for x in row)
+        below = max(abs(x) for row in C[K - 1] for x in row)
+        if not (mp.isfinite(top) and mp.isfinite(below)):
+            raise _Stop(FAILED, "the state or its Taylor coefficients became non-finite")
+        size = max(abs(x) for row in C[0] for x in row) or mpf(1)
+        h = _taylor_step(size, below, top, K)
+        remaining = t_end - self.t
+        final = h >= remaining
+        if final:
+            h = remaining
+        if not h > 0 or self.t + h == self.t:
+            raise _Stop(FAILED, "the step size underflowed: no progress in time")
+        exits = {}
+        for slot, (i, j) in enumerate(slots):
+            if dependent[slot]:
+                continue
+            for beta in (data.leak, mpf(1)):
+                exits[slot, beta] = [cm - beta * ph for cm, ph in zip(series.Cm[slot], phi[slot])]
+        forced = {}
+        for (slot, beta), poly in exits.items():
+            if self._leaving(poly, phi[slot], beta, h):
+                side = self._exit_side(phi[slot], mpf(0), beta)
+                if side:
+                    forced[slots[slot]] = side
+        if forced:
+            return ("release", forced)
+        # earliest root of every free switching polynomial and every exit polynomial
+        bound, found = h, False
+        Zt = {}
+        for i in range(data.n):
+            for j in range(m):
+                if self.mode[i][j] != FREE:
+                    continue
+                g = [Z[k][i][j] for k in range(K + 1)]
+                Zt[i, j] = g
+                if excluded(g, bound, self.drop[i][j]):
+                    continue
+                tau = earliest_root(g, bound, self.drop[i][j])
+                if tau is not None and tau <= bound:
+                    bound, found = tau, True
+        for (slot, _), poly in exits.items():
+            tau = self._exit_root(poly, phi[slot], bound)
+            if tau is not None and tau <= bound:
+                bound, found = tau, True
+        if found:
+            h, final = bound, False
+        record = (self.t, h, C, loss_value(data, self.P, self.S), velocity_energy(C, h))
+        self.P = state_at(C, h)
+        self._project(per_neuron)
+        self.t = t_end if final else self.t + h
+        reach = h * (1 + 64 * self.eps)
+        hit, forced = set(), {}
+        if found:
+            for (i, j), g in Zt.items():
+                if not excluded(g, reach, self.drop[i][j]):
+                    tau = earliest_root(g, reach, self.drop[i][j])
+                    if tau is not None and tau <= reach:
+                        hit.add((i, j))
+        self.drop = [[DROP_NONE] * m for _ in range(data.n)]
+        if found:
+            for (slot, beta), poly in exits.items():
+                tau = self._exit_root(poly, phi[slot], reach)
+                if tau is not None and tau <= reach:
+                    hit.add(slots[slot])
+                    forced[slots[slot]] = self._exit_side(phi[slot], h, beta)
+            forced = {key: side for key, side in forced.items() if side}
+            self.resolve(hit, forced)
+        return ("step", record)
+
+    def _project(self, per_neuron):
+        """Drift correction: put each held neuron back on the intersection of its held surfaces."""
+        da = self.data.da
+        for j, entry in enumerate(per_neuron):
+            if not entry:
+                continue
+            coefs = [mp.fdot(row, self.P[j][:da]) for _, _, row in entry]
+            for (_, i, _), c in zip(entry, coefs):
+                self.P[j][:da] = [p - c * x for p, x in zip(self.P[j][:da], self.data.normals[i])]
+
+
+class _Stop(Exception):
+    def __init__(self, outcome, message):
+        super().__init__(message)
+        self.outcome, self.message = outcome, message
+
+
+def _taylor_step(size, below, top, K):
+    """The step-size rule of :func:`flowlib.kernels.stepping.taylor_step` at working precision."""
+    rho = mp.inf
+    if below > 0:
+        rho = (size / below) ** (mpf(1) / (K - 1))
+    if top > 0:
+        rho = min(rho, (size / top) ** (mpf(1) / K))
+    return rho * mp.exp(-2 - mpf(7) / 10 / (K - 1))
+
+
+def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, tie_leave, t_eval, max_steps,
+              max_events, progress, callback) -> MPRun:
+    """Run the mpmath flow; arguments are checked by :func:`flowlib.gradient_flow`.
+
+    ``P0`` is the packed float64 state, ``t_end``/``t_eval``/``selection``/``rtol`` are converted exactly to mpf
+    (pass strings or mpf for values that are not binary fractions).
+    """
+    run = MPRun()
+    started = time.perf_counter()
+    with mp.workdps(dps):
+        data = MPData.from_problem(problem)
+        P = [[mpf(float(x)) for x in row] for row in P0]
+        t_end = mpf(t_end)
+        t_eval = [mpf(x) for x in t_eval]
+        engine = _Integrator(data, P, order, mpf(rtol), caratheodory,
+                             mpf(selection) if selection is not None else None, tie_leave)
+        eval_done = 0
+        while eval_done < len(t_eval) and t_eval[eval_done] <= 0:
+            run.eval_states.append([list(row) for row in P])
+            eval_done += 1
+        bar = progress_bar(progress, float(t_end), f"gradient flow (mpmath, {dps} digits)")
+        steps = 0
+        try:
+            with sigint_flag() as interrupted:
+                while True:
+                    if engine.t >= t_end:
+                        break
+                    if steps >= max_steps:
+                        run.outcome, run.message = MAX_STEPS, f"max_steps = {max_steps} used up at t = {engine.t}"
+                        break
+                    if len(engine.events) >= max_events:
+                        run.outcome, run.message = MAX_EVENTS, f"max_events = {max_events} used up at t = {engine.t}"
+                        break
+                    if interrupted["set"] or (callback and callback(float(engine.t), steps, len(engine.events))):
+                        run.outcome, run.message = INTERRUPTED, f"interrupted at t = {engine.t}"
+                        break
+                    try:
+                        what, payload = _one_instant(engine, t_end, data.n * len(P) + 1)
+                    except _Stop as stop:
+                        run.outcome, run.message = stop.outcome, f"{stop.message} (t = {engine.t})"
+                        break
+                    t0, h, C, loss0, energy = payload
+                    run.t.append(t0)
+                    run.states.append([list(row) for row in C[0]])
+                    run.loss.append(loss0)
+                    run.energy.append(energy)
+                    run.coefficients.append(C)
+                    steps += 1
+                    while eval_done < len(t_eval) and t_eval[eval_done] <= engine.t:
+                        run.eval_states.append(state_at(C, min(t_eval[eval_done] - t0, h)))
+                        eval_done += 1
+                    if bar is not None:
+                        bar.update(float(engine.t) - bar.n)
+        finally:
+            if bar is not None:
+                bar.close()
+        run.t.append(engine.t)
+        run.states.append([list(row) for row in engine.P])
+        run.loss.append(loss_value(data, engine.P, engine.S))
+        run.events = engine.events
+        run.eval_states = run.eval_states[:eval_done]
+    run.wall_s = time.perf_counter() - started
+    return run
+
+
+def _one_instant(engine: _Integrator, t_end, max_releases):
+    """Releases at the current instant until a step is taken (each pass releases at least one surface)."""
+    for _ in range(max_releases + 1):
+        try:
+            what, payload = engine.step(t_end)
+        except mpevents.NoCaratheodory:
+            raise _Stop(NO_CARATHEODORY, "the selection pushes the state back into a surface it cannot stay on "
+                                         "(sliding): no Caratheodory solution continues") from None
+        except mpevents.NoConsistentConfiguration:
+            raise _Stop(FAILED, "a neuron on several hyperplanes at once has no configuration consistent with "
+                                "its own field") from None
+        except mpevents.TooManySurfaces:
+            raise _Stop(FAILED, "a neuron sits on too many hyperplanes at once") from None
+        if what == "step":
+            return what, payload
+        engine.resolve(set(payload), payload)
+    raise _Stop(FAILED, "releases at one instant did not end: no progress in time")

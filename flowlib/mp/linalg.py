@@ -1,0 +1,116 @@
+"""Small dense linear algebra over mpmath numbers: vectors are lists of mpf, a matrix is a list of its columns.
+
+Call inside ``mp.workdps(...)``. ``rcond`` cut-offs are relative to the largest singular value; callers pass one
+tied to the working precision (the float64 kernels use ``1e-12``; see :func:`rcond`).
+"""
+
+from __future__ import annotations
+
+from mpmath import matrix, mp, mpf
+
+
+def rcond() -> mpf:
+    """Singular-value cut-off at the working precision: ``eps^(3/4)`` (``1e-12`` in float64)."""
+    return mp.eps ** (mpf(3) / 4)
+
+
+def dot(u, v) -> mpf:
+    return mp.fdot(u, v)
+
+
+def norm(u) -> mpf:
+    return mp.sqrt(mp.fdot(u, u))
+
+
+def combine(base, columns, coefs) -> list:
+    """``base + sum_k coefs[k] columns[k]``."""
+    out = list(base)
+    for col, c in zip(columns, coefs):
+        if c:
+            out = [o + c * x for o, x in zip(out, col)]
+    return out
+
+
+def pinv_rows(columns, cut) -> list:
+    """Rows of the pseudo-inverse of the matrix whose columns are ``columns`` (singular values below
+    ``cut * sigma_max`` are dropped): ``len(columns)`` rows of length ``len(columns[0])``."""
+    p, q = len(columns[0]), len(columns)
+    A = matrix(p, q)
+    for c, col in enumerate(columns):
+        for r, x in enumerate(col):
+            A[r, c] = x
+    U, S, V = mp.svd_r(A, full_matrices=False)
+    top = max((abs(s) for s in S), default=mpf(0))
+    rows = [[mpf(0)] * p for _ in range(q)]
+    for k in range(len(S)):
+        if top == 0 or S[k] <= cut * top:
+            continue
+        inv = 1 / S[k]
+        for c in range(q):
+            vk = V[k, c] * inv
+            if vk:
+                rows[c] = [x + vk * U[r, k] for r, x in enumerate(rows[c])]
+    return rows
+
+
+def lstsq(columns, rhs, cut) -> list:
+    """Minimum-norm least-squares coefficients ``x`` of ``sum_k x_k columns[k] ~ rhs``."""
+    return [dot(row, rhs) for row in pinv_rows(columns, cut)]
+
+
+def box_least_squares(columns, v0, lo, hi) -> list:
+    """Minimise ``|v0 + sum_k s_k columns[k]|`` over ``lo <= s_k <= hi`` (active-set method).
+
+    The algorithm of :func:`flowlib.kernels.events.box_least_squares`: start at the lower bounds, free the bound
+    variable whose gradient points into the box, step to the minimum over the free set (minimum-norm solve),
+    stop at the first blocking bound; exact at termination. The iteration count is bounded (``20 q + 20``); on
+    exhaustion (cycling on a rank-deficient problem) the last iterate is returned, still inside the box.
+    """
+    q = len(columns)
+    H = [[dot(a, b) for b in columns] for a in columns]
+    g0 = [dot(a, v0) for a in columns]
+    span = max(abs(lo), abs(hi))
+    scale = max([abs(g) for g in g0] + [abs(h) * span for row in H for h in row] + [mpf(0)])
+    tol = mp.eps ** (mpf(7) / 8) * scale
+    s = [mpf(lo)] * q
+    free = [False] * q
+
+    def gradient():
+        return [mp.fdot(H[k], s) + g0[k] for k in range(q)]
+
+    def pulls_inward(k, grad):
+        return (s[k] <= lo and grad[k] < -tol) or (s[k] >= hi and grad[k] > tol)
+
+    for _ in range(20 * q + 20):
+        grad = gradient()
+        changed = False
+        for k in range(q):
+            if not free[k] and pulls_inward(k, grad):
+                free[k] = changed = True
+                break
+        idx = [k for k in range(q) if free[k]]
+        if not idx:
+            return s
+        sub = [[H[a][b] for a in idx] for b in idx]
+        step = lstsq(sub, [-grad[k] for k in idx], rcond())
+        alpha, blocking = mpf(1), None
+        for a, k in enumerate(idx):
+            if step[a] > 0 and s[k] + step[a] > hi:
+                r = (hi - s[k]) / step[a]
+            elif step[a] < 0 and s[k] + step[a] < lo:
+                r = (lo - s[k]) / step[a]
+            else:
+                continue
+            if r < alpha:
+                alpha, blocking = r, (k, hi if step[a] > 0 else lo)
+        for a, k in enumerate(idx):
+            s[k] = min(hi, max(lo, s[k] + alpha * step[a]))
+        if blocking is not None:
+            s[blocking[0]] = blocking[1]
+            free[blocking[0]] = False
+            continue
+        if not changed:
+            grad = gradient()
+            if not any(not free[k] and pulls_inward(k, grad) for k in range(q)):
+                return s
+    return s

@@ -1,0 +1,226 @@
+"""Taylor coefficients of the gradient-flow field under a fixed activation pattern, over mpmath numbers.
+
+The arbitrary-precision twin of :mod:`flowlib.kernels.series` (same recurrences, same layout, see its module
+docstring): ``P[j] = (w_j, b_j, a_j)`` as a list of ``d + 2`` mpf, ``Xa[i] = (x_i, 1)``, slopes ``S[i][j]`` in
+``{leak, 1}`` (0 on held surfaces). Every function here must be called inside ``mp.workdps(...)``; the data are
+converted once, exactly from their float64 values, by :class:`MPData`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpmath import mp, mpf
+
+from flowlib.problem import Problem
+
+LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class MPData:
+    """A :class:`~flowlib.Problem` with every number an exact mpf (float64 values are exact binary fractions)."""
+
+    Xa: tuple
+    normals: tuple
+    y: tuple
+    c: mpf
+    leak: mpf
+    loss_kind: int
+    bias: bool
+    train_outer: bool
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> "MPData":
+        Xa = tuple(tuple(mpf(float(v)) for v in row) for row in problem.augmented_inputs)
+        d = problem.d
+        normals = tuple(row if problem.bias else row[:d] + (mpf(0),) for row in Xa)
+        return cls(Xa=Xa, normals=normals, y=tuple(mpf(float(v)) for v in problem.y), c=mpf(problem.scale),
+                   leak=mpf(problem.leak), loss_kind=problem.loss_code, bias=problem.bias,
+                   train_outer=problem.train_outer)
+
+    @property
+    def n(self) -> int:
+        return len(self.Xa)
+
+    @property
+    def da(self) -> int:
+        return len(self.Xa[0])
+
+
+def preactivations(data: MPData, P) -> list:
+    """``z[i][j] = <P[j][:d + 1], Xa[i]>``."""
+    da = data.da
+    return [[mp.fdot(P[j][:da], x) for j in range(len(P))] for x in data.Xa]
+
+
+def outputs(data: MPData, P, S) -> list:
+    """Network outputs ``f_i = sum_j a_j s_ij z_ij`` under slopes ``S``."""
+    Z = preactivations(data, P)
+    da = data.da
+    return [mp.fsum(P[j][da] * S[i][j] * Z[i][j] for j in range(len(P))) for i in range(data.n)]
+
+
+def loss_value(data: MPData, P, S) -> mpf:
+    """``L = c sum_i l(f_i, y_i)``."""
+    total = []
+    for f, y in zip(outputs(data, P, S), data.y):
+        if data.loss_kind == LOSS_SQUARE:
+            total.append((f - y) ** 2 / 2)
+        elif data.loss_kind == LOSS_EXP:
+            total.append(mp.exp(-y * f))
+        else:
+            total.append(mp.log1p(mp.exp(-y * f)))
+    return data.c * mp.fsum(total)
+
+
+def _sigmoid(u) -> mpf:
+    return 1 / (1 + mp.exp(-u))
+
+
+def residual_weights(data: MPData, P, S) -> list:
+    """``G_i = c l'(f_i)`` at ``P`` (order 0 of the series)."""
+    G = []
+    for f, y in zip(outputs(data, P, S), data.y):
+        if data.loss_kind == LOSS_SQUARE:
+            G.append(data.c * (f - y))
+        elif data.loss_kind == LOSS_EXP:
+            G.append(-data.c * y * mp.exp(-y * f))
+        else:
+            G.append(-data.c * y * _sigmoid(-y * f))
+    return G
+
+
+def slopes(data: MPData, active, held) -> list:
+    """``S[i][j]``: 1 on the active side, ``leak`` on the other, 0 on held or void surfaces."""
+    one, zero = mpf(1), mpf(0)
+    return [[zero if held[i][j] else (one if active[i][j] else data.leak) for j in range(len(active[0]))]
+            for i in range(len(active))]
+
+
+@dataclass
+class Series:
+    """Taylor coefficients of one step (lists indexed by order first).
+
+    Attributes
+    ----------
+    C : list
+        ``C[k][j][q]``: the state, orders ``0..K``.
+    Z : list
+        ``Z[k][i][j]``: the switching functions, orders ``0..K``.
+    G : list
+        ``G[k][i]``: the residual weights, orders ``0..K - 1``.
+    Cm : list
+        ``Cm[slot][k]``: ``N_j^+ v`` of each held surface, orders ``0..K - 1`` (the multiplier is
+        ``Cm / (a_j G_i)``).
+    """
+
+    C: list
+    Z: list
+    G: list
+    Cm: list
+
+
+def _loss_derivative_order(data: MPData, F, k, G, A0, A1) -> None:
+    """Append order ``k`` of ``G = c l'(f)`` (and of the auxiliary series ``A0``, ``A1``)."""
+    c, y = data.c, data.y
+    n = data.n
+    if data.loss_kind == LOSS_SQUARE:
+        G.append([c * (F[k][i] - (y[i] if k == 0 else 0)) for i in range(n)])
+        return
+    if data.loss_kind == LOSS_EXP:
+        if k == 0:
+            A0.append([mp.exp(-y[i] * F[0][i]) for i in range(n)])
+        else:
+            A0.append([-y[i] * mp.fsum(l * F[l][i] * A0[k - l][i] for l in range(1, k + 1)) / k for i in range(n)])
+        G.append([-c * y[i] * A0[k][i] for i in range(n)])
+        return
+    # logistic: p = 1 / (1 + exp(y f)), p' = -y f' p (1 - p)
+    if k == 0:
+        A0.append([_sigmoid(-y[i] * F[0][i]) for i in range(n)])
+    else:
+        A0.append([-y[i] * mp.fsum(l * F[l][i] * A1[k - l][i] for l in range(1, k + 1)) / k for i in range(n)])
+    A1.append([A0[k][i] - mp.fsum(A0[l][i] * A0[k - l][i] for l in range(k + 1)) for i in range(n)])
+    G.append([-c * y[i] * A0[k][i] for i in range(n)])
+
+
+def taylor_coefficients(data: MPData, S, P, order: int, constraints) -> Series:
+    """Taylor coefficients of the flow under slopes ``S`` from state ``P`` up to ``order``.
+
+    ``constraints[j]`` lists ``(slot, sample, pinv_row)`` for the surfaces neuron ``j`` is held on; its velocity is
+    projected order by order exactly as in :func:`flowlib.kernels.series.taylor_coefficients`.
+    """
+    n, m, da = data.n, len(P), data.da
+    d = da - 1
+    Xa, normals = data.Xa, data.normals
+    lmax_of = (lambda k: k) if data.train_outer else (lambda k: 0)
+    n_slots = sum(len(c) for c in constraints)
+    C = [[list(row) for row in P]]
+    Z, U, F, G, A0, A1, R = [], [], [], [], [], [], []
+    Cm = [[] for _ in range(n_slots)]
+    zero = mpf(0)
+    for k in range(order):
+        Ck = C[k]
+        Z.append([[mp.fdot(Ck[j][:da], x) for j in range(m)] for x in Xa])
+        U.append([[S[i][j] * Z[k][i][j] for j in range(m)] for i in range(n)])
+        lmax = lmax_of(k)
+        F.append([mp.fsum(C[l][j][da] * U[k - l][i][j] for l in range(lmax + 1) for j in range(m))
+                  for i in range(n)])
+        _loss_derivative_order(data, F, k, G, A0, A1)
+        R.append([[mp.fsum(S[i][j] * G[k][i] * Xa[i][q] for i in range(n)) for q in range(da)]
+                  for j in range(m)])
+        nxt = []
+        for j in range(m):
+            v = [-mp.fsum(C[l][j][da] * R[k - l][j][q] for l in range(lmax + 1)) for q in range(da)]
+            if not data.bias:
+                v[d] = zero
+            coefs = []
+            for slot, _, row in constraints[j]:
+                coefs.append(mp.fdot(row, v))
+                Cm[slot].append(coefs[-1])
+            for (_, i, _), coef in zip(constraints[j], coefs):
+                v = [vq - coef * nq for vq, nq in zip(v, normals[i])]
+            row = [vq / (k + 1) for vq in v]
+            if data.train_outer:
+                row.append(-mp.fsum(G[l][i] * U[k - l][i][j] for l in range(k + 1) for i in range(n)) / (k + 1))
+            else:
+                row.append(zero)
+            nxt.append(row)
+        C.append(nxt)
+    Z.append([[mp.fdot(C[order][j][:da], x) for j in range(m)] for x in Xa])
+    return Series(C=C, Z=Z, G=G, Cm=Cm)
+
+
+def horner(coefs, tau):
+    """``sum_k coefs[k] tau^k`` for a list of mpf."""
+    acc = coefs[-1]
+    for c in reversed(coefs[:-1]):
+        acc = acc * tau + c
+    return acc
+
+
+def state_at(C, tau) -> list:
+    """The state polynomial ``sum_k C[k] tau^k``, as ``P[j][q]``."""
+    K = len(C) - 1
+    return [[horner([C[k][j][q] for k in range(K + 1)], tau) for q in range(len(C[0][0]))]
+            for j in range(len(C[0]))]
+
+
+def velocity_energy(C, h) -> mpf:
+    """``int_0^h |theta'(tau)|^2 dtau`` for the state polynomial (exact for the polynomial)."""
+    K = len(C) - 1
+    m, w = len(C[0]), len(C[0][0])
+    D = [[[(k + 1) * C[k + 1][j][q] * h**k for j in range(m) for q in range(w)]] for k in range(K)]
+    total = []
+    for k in range(K):
+        for l in range(k, K):
+            dot = mp.fdot(D[k][0], D[l][0]) / (k + l + 1)
+            total.append(dot if k == l else 2 * dot)
+    return mp.fsum(total) * h
+
+
+def loss_at_state(data: MPData, P) -> mpf:
+    """The loss at ``P`` with the activation pattern read from the state (``s = 1`` where ``z > 0``)."""
+    Z = preactivations(data, P)
+    S = [[mpf(1) if z > 0 else data.leak for z in row] for row in Z]
+    return loss_value(data, P, S)

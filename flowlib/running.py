@@ -1,0 +1,68 @@
+"""What every long-running driver shares: argument checks, Ctrl-C as a flag, the optional progress bar.
+
+Plain Python (no numba), so that the mpmath backend uses it too.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+
+def order_for(rtol) -> int:
+    """Taylor order for a tolerance: ``ceil(-ln(rtol) / 2) + 1`` (Jorba & Zou 2005), at least 4."""
+    return max(4, math.ceil(-0.5 * math.log(rtol)) + 1)
+
+
+@contextmanager
+def sigint_flag():
+    """Turn Ctrl-C into a flag the driver checks between chunks (a chunk is never torn in half).
+
+    Yields a dict whose ``"set"`` entry becomes True on SIGINT. Outside the main thread (where signal handlers
+    cannot be installed) the flag never sets.
+    """
+    flag = {"set": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum, frame):
+        flag["set"] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def progress_bar(enabled: bool, total: float, desc: str, unit: str = "t"):
+    """A tqdm bar over ``[0, total]`` (``None`` when disabled); tqdm is imported only when asked for."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("progress=True needs tqdm: pip install 'flowlib[progress]'") from exc
+    return tqdm(total=total, unit=unit, desc=desc, bar_format="{l_bar}{bar}| " + unit + "={n:.4g}/{total:.4g}")
+
+
+def check_time(t_end) -> float:
+    """``t_end`` as a finite float ``>= 0``, or ``ValueError`` naming it."""
+    if isinstance(t_end, bool) or not isinstance(t_end, (int, float, np.integer, np.floating)):
+        raise ValueError(f"t_end must be a real number, got {t_end!r}")
+    t_end = float(t_end)
+    if not math.isfinite(t_end) or t_end < 0.0:
+        raise ValueError(f"t_end must be finite and >= 0, got {t_end}")
+    return t_end
+
+
+def check_budget(value, name: str) -> int:
+    """A positive integer budget, or ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
