@@ -30,10 +30,13 @@ def _mount_source_kernels():
 _mount_source_kernels()
 
 from flowlib.problem import Params, Problem  # noqa: E402
-from flowlib.result import Event, FlowResult, Status, load  # noqa: E402
+from flowlib.result import DescentResult, Event, Flip, FlowResult, Status, load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
+from flowlib.descent import gradient_descent  # noqa: E402
+from flowlib.compare import compare, convergence_study  # noqa: E402
 from flowlib.piecewise import PiecewiseAffine, PiecewiseResult  # noqa: E402
 from flowlib.warmup import warmup  # noqa: E402
 
-__all__ = ["Event", "FlowResult", "Params", "PiecewiseAffine", "PiecewiseResult", "Problem", "Status",
-           "gradient_flow", "load", "warmup", "__version__"]
+__all__ = ["DescentResult", "Event", "Flip", "FlowResult", "Params", "PiecewiseAffine", "PiecewiseResult", "Problem",
+           "Status", "compare", "convergence_study", "gradient_descent", "gradient_flow", "load", "warmup",
+           "__version__"]

@@ -554,8 +554,8 @@ class DescentResult:
     def save(self, path) -> Path:
         """Write the result to ``path`` (``.npz``; metadata as a JSON string, loadable without pickle).
 
-        The numbers of an mpmath run are stored as decimal strings with ``dps + 5`` significant digits, which
-        :func:`flowlib.load` reads back at ``dps`` digits into the very same mpf.
+        The numbers of an mpmath run are stored as decimal strings that :func:`flowlib.load` reads back at ``dps``
+        digits into the very same mpf (:func:`numbers_to_text`).
         """
         path = Path(path)
         if path.suffix != ".npz":
@@ -570,12 +570,7 @@ class DescentResult:
             import mpmath
 
             meta["mpmath"] = mpmath.__version__
-
-            def text(values):
-                return np.array([mpmath.nstr(v, self.dps + 5, strip_zeros=False) for v in values.ravel()],
-                                dtype=str).reshape(values.shape)
-
-            states, loss = text(self.states), text(self.loss)
+            states, loss = numbers_to_text(self.states, self.dps), numbers_to_text(self.loss, self.dps)
         fl = self.flips
         np.savez_compressed(path, iterations=self.iterations, states=states, loss=loss,
                             flip_k=np.array([f.k for f in fl], dtype=np.int64),
@@ -588,11 +583,7 @@ class DescentResult:
 def _load_descent(data, meta) -> DescentResult:
     states, loss = data["states"], data["loss"]
     if meta["dps"] is not None:
-        import mpmath
-
-        with mpmath.mp.workdps(meta["dps"]):
-            states = np.array([mpmath.mpf(str(v)) for v in states.ravel()], dtype=object).reshape(states.shape)
-            loss = np.array([mpmath.mpf(str(v)) for v in loss.ravel()], dtype=object)
+        states, loss = numbers_from_text(states, meta["dps"]), numbers_from_text(loss, meta["dps"])
     flips = tuple(Flip(int(k), int(j), int(i), int(s)) for k, j, i, s in
                   zip(data["flip_k"], data["flip_neuron"], data["flip_sample"], data["flip_side"]))
     return DescentResult(problem=Problem(**meta["problem"]), lr=meta["lr"], steps=meta["steps"],

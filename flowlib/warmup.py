@@ -6,11 +6,12 @@ import numpy as np
 
 
 def warmup() -> float:
-    """Run each loss once on a tiny problem so later calls pay no compilation; return the seconds spent.
+    """Run the flow and gradient descent once per loss on a tiny problem so later calls pay no compilation; return the seconds spent.
 
     The first call in a fresh environment compiles the kernels (tens of seconds); later processes load them from
     Numba's on-disk cache (``cache=True``) in well under a second.
     """
+    from flowlib.descent import gradient_descent
     from flowlib.flow import gradient_flow
     from flowlib.piecewise import PiecewiseAffine
     from flowlib.problem import Params, Problem
@@ -19,7 +20,9 @@ def warmup() -> float:
     X = np.array([[1.0, 0.2], [-0.3, 1.0]])
     for loss in ("exp", "logistic", "square"):
         prob = Problem(X, np.array([1.0, -1.0]), loss=loss, bias=True, train_outer=True)
-        gradient_flow(prob, Params(W=[[0.3, -0.2]], b=[0.1], a=[0.4]), 0.5, t_eval=[0.25])
+        p0 = Params(W=[[0.3, -0.2]], b=[0.1], a=[0.4])
+        gradient_flow(prob, p0, 0.5, t_eval=[0.25])
+        gradient_descent(prob, p0, 0.1, 5)
     PiecewiseAffine(A0=np.zeros((1, 1)), c0=[0.0], A=np.zeros((1, 1, 1)), c=[[-1.0]], normals=[[1.0]]).solve(
         [1.0], 2.0)
     return time.perf_counter() - started

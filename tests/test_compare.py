@@ -1,0 +1,209 @@
+"""Gradient descent against the flow (issue 4): first-order convergence, event alignment, chatter while sliding.
+
+References: E1 of notes/integrators.md §3 (closed-form Filippov sliding; the notes' GD table at lr = 1e-1 ... 1e-4:
+distance 2.2e-2 / 1.4e-3 / 2.1e-4 / 3.9e-5, flips 11 / 103 / 1023 / 10211, chatter amplitude ~ 0.49 lr), the flow
+itself (dense output, checked against closed forms and mpmath in test_nonsmooth.py and test_vs_reference.py),
+and direct evaluations of ``FlowResult.params_at``.
+"""
+
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+
+import flowlib as fl
+from flowlib import examples
+
+E1_LRS = [1e-1, 1e-2, 1e-3, 1e-4]
+E1_W10 = 1.135221419392515543744844340588247302794  # notes/integrators.md §3, mpmath closed form
+E1_T_STAR = 1.559263981605408919623452179917107486904
+
+
+def e1_problem():
+    """x1 = (1, 0), x2 = (1/2, sqrt3/2), y = (-1, 1), a = 1 frozen, L = 1/4 sum (relu(<w, x>) - y)^2, w0 = (1, 1/2).
+
+    The square loss is (f - y)^2 / 2 and the mean over n = 2 halves it again: exactly the notes' 1/4.
+    """
+    prob = fl.Problem(X=[[1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], y=[-1.0, 1.0], loss="square", reduction="mean",
+                      bias=False)
+    return prob, fl.Params(W=[[1.0, 0.5]], b=None, a=[1.0])
+
+
+@pytest.fixture(scope="module")
+def e1_flow():
+    prob, p0 = e1_problem()
+    flow = fl.gradient_flow(prob, p0, 10.0)
+    assert flow.status == "success"
+    assert [(e.kind, e.neuron, e.sample) for e in flow.events] == [("slide_start", 0, 0)]
+    assert abs(flow.final.W[0, 1] - E1_W10) <= 1e-12 and abs(flow.final.W[0, 0]) <= 1e-15
+    return flow
+
+
+@pytest.fixture(scope="module")
+def os_case():
+    prob, p0 = examples.os_logistic()
+    flow = fl.gradient_flow(prob, p0, 2.0)
+    assert flow.status == "success" and flow.n_events == 21
+    assert all(e.kind == "cross" for e in flow.events)
+    return prob, p0, flow
+
+
+# --------------------------------------------------------------------------------------------------------------
+# E1: the notes' table
+# --------------------------------------------------------------------------------------------------------------
+def test_e1_convergence_table_matches_the_notes(e1_flow):
+    prob, p0 = e1_problem()
+    study = fl.convergence_study(prob, p0, 10.0, E1_LRS, flow_result=e1_flow)
+    assert study.steps.tolist() == [100, 1000, 10_000, 100_000]
+    # the flow at t = 10 is the closed form to 1e-12, so these are the distances to the exact Filippov solution
+    assert [float(f"{e:.1e}") for e in study.errors] == [2.2e-2, 1.4e-3, 2.1e-4, 3.9e-5]
+    assert study.n_flips.tolist() == [11, 103, 1023, 10211]
+    assert 0.8 <= study.order <= 1.2, study.order  # measured 0.910
+    table = study.table()
+    assert "fitted order 0.910" in table and len(table.splitlines()) == 6
+
+
+@pytest.mark.parametrize("lr", E1_LRS)
+def test_e1_chatter_amplitude_and_alignment(e1_flow, lr):
+    prob, p0 = e1_problem()
+    gd = fl.gradient_descent(prob, p0, lr, round(10.0 / lr))
+    cmp = fl.compare(e1_flow, gd)
+    (match,) = cmp.event_alignment
+    assert (match.kind, match.neuron, match.sample) == ("slide_start", 0, 0)
+    assert match.t_flow == pytest.approx(E1_T_STAR, rel=1e-12)
+    assert abs(match.difference) <= lr and match.t_gd == match.k * lr
+    (chat,) = cmp.chatter
+    assert (chat.neuron, chat.sample, chat.t_end) == (0, 0, 10.0)
+    # notes: max |<w, x1>| ~ 0.49 lr while the flow slides (measured 0.488, 0.494, 0.495, 0.496)
+    assert 0.48 * lr <= chat.amplitude <= 0.50 * lr
+    # every flip is either the one matched to the slide start or chatter inside the sliding interval
+    assert cmp.unmatched_flips == 0
+    assert chat.n_flips in (gd.n_flips, gd.n_flips - 1)
+    # chatter dominates the distance: GD strays ~0.49 lr off the surface the flow stays on
+    assert chat.amplitude <= cmp.max_distance <= 0.5 * lr
+
+
+def test_e1_max_metric_is_first_order(e1_flow):
+    prob, p0 = e1_problem()
+    study = fl.convergence_study(prob, p0, 10.0, E1_LRS[:3], flow_result=e1_flow, metric="max")
+    assert np.all(study.errors >= [2.2e-2, 1.3e-3, 2.0e-4])  # at least the final distance
+    assert np.all((0.48 * study.lrs <= study.errors) & (study.errors <= 0.5 * study.lrs))
+    assert 0.99 <= study.order <= 1.01
+
+
+# --------------------------------------------------------------------------------------------------------------
+# transversal problems
+# --------------------------------------------------------------------------------------------------------------
+def test_first_order_on_transversal_problems(os_case):
+    prob, p0, flow = os_case
+    study = fl.convergence_study(prob, p0, 2.0, E1_LRS, flow_result=flow)
+    assert 0.9 <= study.order <= 1.1, study.order  # measured 0.974
+    assert study.n_flips.tolist() == [21] * 4  # one GD flip per flow crossing
+    prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)
+    study = fl.convergence_study(prob, p0, 5.0, E1_LRS)
+    assert 0.9 <= study.order <= 1.1, study.order  # measured 1.000
+    assert np.all(np.abs(study.errors / study.lrs - 1.32e-3) <= 1e-5)  # error = C lr, C = 1.32e-3
+
+
+@pytest.mark.parametrize("lr", [1e-3, 1e-4])
+def test_compare_transversal(os_case, lr):
+    prob, p0, flow = os_case
+    gd = fl.gradient_descent(prob, p0, lr, round(2.0 / lr))
+    cmp = fl.compare(flow, gd)
+    assert cmp.iterations.tolist() == gd.iterations.tolist()
+    np.testing.assert_array_equal(cmp.times, gd.iterations * lr)
+    # the distance is the max-abs gap to the flow's dense output at t = k lr
+    for k in (0, 1, len(gd.iterations) // 3, len(gd.iterations) - 1):
+        flow_p = flow.params_at(k * lr)
+        expected = max(np.max(np.abs(gd.states[k, :, :2] - flow_p.W)), np.max(np.abs(gd.states[k, :, 3] - flow_p.a)))
+        assert cmp.distance[k] == expected
+    assert cmp.distance[0] == 0.0
+    assert cmp.max_distance <= lr  # measured 0.83 lr
+    # events: each crossing matched to the GD flip of its surface, within O(lr) (measured <= 1.3 lr)
+    assert len(cmp.event_alignment) == 21 and all(e.kind == "cross" and e.k >= 0 for e in cmp.event_alignment)
+    assert cmp.max_event_shift <= 2 * lr
+    assert cmp.unmatched_flips == 0 and cmp.chatter == ()
+    assert len(cmp.table().splitlines()) == 23
+
+
+def test_compare_mpmath_descent_matches_float64():
+    prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)
+    flow = fl.gradient_flow(prob, p0, 1.0)
+    c64 = fl.compare(flow, fl.gradient_descent(prob, p0, 1e-2, 100))
+    cmp = fl.compare(flow, fl.gradient_descent(prob, p0, 1e-2, 100, dps=30, record_every=10))
+    assert cmp.iterations.tolist() == list(range(0, 101, 10))
+    # the two descents differ by float64 rounding only (test_descent.py: <= 1e-12 relative)
+    assert np.max(np.abs(cmp.distance - c64.distance[::10])) <= 1e-12 * np.max(np.abs(flow.states))
+    assert cmp.distance[-1] > 1e-6  # ... which is far below the distances compared
+
+
+def test_compare_with_an_mpmath_flow(e1_flow):
+    prob, p0 = e1_problem()
+    flow_mp = fl.gradient_flow(prob, p0, 10.0, dps=30)
+    gd = fl.gradient_descent(prob, p0, 1e-2, 1000, record_every=50)
+    cmp, c64 = fl.compare(flow_mp, gd), fl.compare(e1_flow, gd)
+    # the float64 flow is the 30-digit one to 1e-12 on E1 (test_nonsmooth.py): the distances agree to that
+    assert np.max(np.abs(cmp.distance - c64.distance)) <= 1e-12
+    assert cmp.event_alignment[0].t_flow == pytest.approx(E1_T_STAR, rel=1e-15)
+    assert cmp.chatter[0].n_flips == c64.chatter[0].n_flips == 103
+
+
+def test_compare_leaves_out_iterates_beyond_the_flow(os_case):
+    prob, p0, flow = os_case
+    cmp = fl.compare(flow, fl.gradient_descent(prob, p0, 0.01, 300))
+    assert cmp.iterations[-1] == 200 and len(cmp.distance) == 201
+
+
+# --------------------------------------------------------------------------------------------------------------
+# plots and bad input
+# --------------------------------------------------------------------------------------------------------------
+def test_plots(e1_flow):
+    from matplotlib.figure import Figure
+
+    matplotlib.use("Agg")
+
+    prob, p0 = e1_problem()
+    cmp = fl.compare(e1_flow, fl.gradient_descent(prob, p0, 1e-2, 1000))
+    fig = cmp.plot()
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert len(ax.lines[0].get_xdata()) == 1000  # k = 1 ... 1000 (k = 0 has t = 0 and distance 0)
+    assert ax.lines[1].get_xdata()[0] == pytest.approx(E1_T_STAR)  # the slide_start marker
+    study = fl.convergence_study(prob, p0, 10.0, E1_LRS[:3], flow_result=e1_flow)
+    fig2 = study.plot()
+    np.testing.assert_array_equal(fig2.axes[0].lines[0].get_ydata(), study.errors)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    plt.close(fig2)
+
+
+def test_compare_rejects_mismatched_runs(e1_flow):
+    prob, p0 = e1_problem()
+    gd = fl.gradient_descent(prob, p0, 0.1, 10)
+    other_prob = fl.Problem(prob.X, prob.y, loss="square", reduction="sum", bias=False)
+    with pytest.raises(ValueError, match="problem"):
+        fl.compare(e1_flow, fl.gradient_descent(other_prob, p0, 0.1, 10))
+    with pytest.raises(ValueError, match="initialisation"):
+        fl.compare(e1_flow, fl.gradient_descent(prob, fl.Params(W=[[1.0, 0.25]], b=None, a=[1.0]), 0.1, 10))
+    with pytest.raises(ValueError, match="dense_output"):
+        fl.compare(fl.gradient_flow(prob, p0, 1.0, dense_output=False), gd)
+    with pytest.raises(ValueError, match="flow_result"):
+        fl.compare(gd, gd)
+    with pytest.raises(ValueError, match="descent_result"):
+        fl.compare(e1_flow, e1_flow)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"lrs": [0.1]}, "lrs"), ({"lrs": [0.1, -0.01]}, "lrs"), ({"lrs": [[0.1, 0.01]]}, "lrs"),
+    ({"lrs": ["a", "b"]}, "lrs"), ({"t_end": 0.0}, "t_end"), ({"t_end": float("inf")}, "t_end"),
+    ({"metric": "mean"}, "metric"), ({"t_end": 20.0}, "flow_result"),
+])
+def test_convergence_study_bad_arguments(e1_flow, kwargs, name):
+    prob, p0 = e1_problem()
+    args = {"t_end": 10.0, "lrs": [0.1, 0.01], "flow_result": e1_flow}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        fl.convergence_study(prob, p0, args.pop("t_end"), args.pop("lrs"), **args)
