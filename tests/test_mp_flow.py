@@ -158,3 +158,17 @@ def test_budgets_and_callback_stop_the_mpmath_run():
     assert res.status == "max_steps" and res.n_steps == 3
     res = fl.gradient_flow(prob, p0, 1000.0, dps=30, callback=lambda t, steps, events: steps >= 2)
     assert res.status == "interrupted" and res.n_steps == 2
+
+
+def test_decision_boundary_beyond_float64():
+    """Seed 000 from (2, 3, -2, 3.1): x*(t) = (b2 - b1) / (w1 - w2) ~ K / (t ln t) cancels ~16 digits by
+    t = 1e14 (float64 keeps only ~9% there, README); 40 digits keep it to 1e-20 (closed form, note 000 §1.8)."""
+    from benchmarks.float64_limit import THETA0, boundary, exact_state
+
+    prob, p0 = examples.gd_rate_network(*THETA0)
+    res = fl.gradient_flow(prob, p0, 1e14, dps=40)
+    assert res.status == "success" and res.n_steps < 400
+    s = res.states[-1]
+    with mp.workdps(60):
+        exact = boundary(*exact_state(1e14))
+        assert abs(boundary(s[0, 0], s[0, 1], s[1, 0], s[1, 1]) - exact) <= mp.mpf("1e-20") * exact

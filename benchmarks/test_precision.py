@@ -1,0 +1,57 @@
+"""pytest-benchmark: the cost of precision (issue 4): float64 and mpmath GD, the mpmath flow. Timings are
+recorded, never asserted; each run is checked to complete, and float64 against mpmath at the end."""
+
+import numpy as np
+import pytest
+
+import flowlib as fl
+
+from benchmarks import precision
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_descent():
+    return precision.warm()
+
+
+@pytest.fixture(scope="module", params=list(precision.CASES), ids=["gd-rate", "three-points"])
+def case_name(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def case(case_name):
+    return precision.CASES[case_name]()
+
+
+@pytest.mark.benchmark(group="descent-float64")
+def test_float64(benchmark, case):
+    prob, p0 = case
+    gd = benchmark.pedantic(precision.run_float64, args=case, rounds=5, iterations=1, warmup_rounds=1)
+    assert gd.status == "success" and gd.steps == precision.FLOAT64_STEPS
+    benchmark.extra_info.update(steps=gd.steps, flips=gd.n_flips, m=p0.m, n=prob.n)
+
+
+@pytest.mark.benchmark(group="descent-mpmath")
+@pytest.mark.parametrize("dps", precision.MP_DPS)
+def test_mpmath(benchmark, case, dps):
+    prob, p0 = case
+    gd = benchmark.pedantic(precision.run_mpmath, args=(prob, p0, dps), rounds=3, iterations=1, warmup_rounds=0)
+    assert gd.status == "success" and gd.steps == precision.MP_STEPS
+    ref = precision.run_float64(prob, p0, precision.MP_STEPS)
+    exact = gd.states_float()
+    assert np.max(np.abs(ref.states - exact)) <= 1e-12 * np.max(np.abs(exact))
+    benchmark.extra_info.update(steps=gd.steps, dps=dps, m=p0.m, n=prob.n)
+
+
+@pytest.mark.benchmark(group="flow-mpmath")
+@pytest.mark.parametrize("dps", precision.MP_DPS)
+def test_mp_flow(benchmark, case_name, case, dps):
+    prob, p0 = case
+    t_end = precision.FLOW_T_END[case_name]
+    res = benchmark.pedantic(precision.run_mp_flow, args=(prob, p0, dps, t_end), rounds=1, iterations=1)
+    assert res.status == "success"
+    ref = fl.gradient_flow(prob, p0, t_end)
+    exact = res.float64("states")[-1]
+    assert np.max(np.abs(ref.states[-1] - exact)) <= 1e-12 * np.max(np.abs(exact))
+    benchmark.extra_info.update(steps=res.n_steps, events=res.n_events, order=res.order, dps=dps)
