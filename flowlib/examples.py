@@ -138,6 +138,58 @@ def sliding_two_points(scale: float = 1e-8) -> tuple[Problem, Params]:
     return prob, Params(W=[[scale * np.cos(0.3), scale * np.sin(0.3)]], b=None, a=[scale])
 
 
+def linear_teachers_par(k: int = 10, leak: float = 0.1, scale: float = 1e-3, data_seed: int = 4, init_seed: int = 1,
+                        n_per_class: int = 50) -> tuple[Problem, Params]:
+    """Seed 001's PAR example (Boursier et al., Theorem 6.2; note 001 case LT-7): linearly separable 2-D data.
+
+    ``N(x) = sum_{i<=k} sigma(w_i.x) - sum_{i<=k} sigma(u_i.x)`` with leaky ReLU (slope ``leak``), no bias, outer
+    weights fixed at +1 / -1 (rows ``0..k-1`` are the ``w_i``, ``k..2k-1`` the ``u_i``), mean logistic loss,
+    Gaussian initialisation of standard deviation ``scale``. Data: ``mu = (1, 0.5)``; positives
+    ``x = mu + 0.7 xi``, negatives ``x = -(mu + 0.7 xi)``, ``xi ~ N(0, I)``, kept when ``y x.mu^ > 0.5`` (the
+    signed filter of verified.md item 6), ``n_per_class`` of each (positives first). The note's own draw was not
+    recorded; ``data_seed = 4`` keeps every non-support point's margin above 1.049, so the ``1/ln t`` regime
+    sets in early.
+    """
+    rng = _rng(data_seed)
+    mu = np.array([1.0, 0.5])
+    mu_hat = mu / np.linalg.norm(mu)
+    rows, labels = [], []
+    for label in (1.0, -1.0):
+        kept = 0
+        while kept < n_per_class:
+            x = label * (mu + 0.7 * rng.standard_normal(2))
+            if label * (x @ mu_hat) > 0.5:
+                rows.append(x)
+                labels.append(label)
+                kept += 1
+    prob = Problem(np.array(rows), np.array(labels), loss="logistic", reduction="mean", activation="leaky_relu",
+                   leak=leak, bias=False, train_outer=False)
+    W = scale * _rng(init_seed).standard_normal((2 * k, 2))
+    return prob, Params(W=W, b=None, a=np.r_[np.ones(k), -np.ones(k)])
+
+
+#: Wang & Pilanci's App. F data (seed 004): F1 orthogonally separable, F2 two positive points.
+CONVEX_GEOMETRY_DATA = {"F1": ([[1.65, -0.47], [-0.47, 1.35]], [1.0, -1.0]),
+                        "F2": ([[1.65, 0.47], [0.47, 1.35]], [1.0, 1.0])}
+
+
+def convex_geometry(case: str = "F1", m: int = 10, scale: float = 1e-3, seed: int = 1) -> tuple[Problem, Params]:
+    """Seed 004's two-point examples F1 / F2 (Wang & Pilanci, App. F): ReLU, no bias, trained outer layer,
+    logistic loss (sum), small balanced initialisation (:func:`balanced_init`).
+
+    Theorem 4: the normalised margin ``min_n y_n f(x_n) / |theta|^2`` tends to ``1/(2 P*)``, with
+    ``P* = 1/|x_1| + 1/|x_2|`` (F1) and ``|X^-1 1|`` (F2) (verified.md item 1), provided live neurons of both
+    signs exist at initialisation (condition (9)): ``seed = 1`` has them for both cases, ``seed = 0`` has no
+    positive one for F1.
+    """
+    if case not in CONVEX_GEOMETRY_DATA:
+        raise ValueError(f"case must be one of {sorted(CONVEX_GEOMETRY_DATA)}, got {case!r}")
+    X, y = CONVEX_GEOMETRY_DATA[case]
+    prob = Problem(X, y, loss="logistic", reduction="sum", bias=False, train_outer=True)
+    return prob, balanced_init(m, 2, scale, seed)
+
+
 EXAMPLES = {"os-logistic": os_logistic, "two-crossings": two_crossings,
             "three-points": lambda: three_points(50), "gd-rate": lambda: gd_rate_network(2.0, 3.0, -2.0, 3.1),
-            "sliding-two-points": sliding_two_points}
+            "sliding-two-points": sliding_two_points, "par": linear_teachers_par,
+            "f1": lambda: convex_geometry("F1"), "f2": lambda: convex_geometry("F2")}

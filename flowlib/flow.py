@@ -7,6 +7,7 @@ Ctrl-C (``status="interrupted"``, with everything computed so far).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -49,11 +50,14 @@ def _evaluate(times, t0, h, C, order):
 
 
 SOLUTIONS = ("filippov", "caratheodory")
+CLOCKS = ("auto", "t", "log")
+#: ``clock="auto"`` integrates in ``ln(1 + t)`` beyond this ``t_end``
+LONG_HORIZON = 1e6
 TIE_POLICIES = {"stay": kevents.TIE_STAY, "leave": kevents.TIE_LEAVE}
 
 
-def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int | None = None,
-                  rtol: float | None = None, solution: str = "filippov", selection: float | None = None,
+def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None, *, log_t_end: float | None = None,
+                  clock: str = "auto", dps: int | None = None, rtol: float | None = None, solution: str = "filippov", selection: float | None = None,
                   tie: str = "stay", t_eval=None, dense_output: bool = True, max_steps: int = 1_000_000,
                   max_events: int = 100_000, progress: bool = False, callback=None) -> FlowResult:
     """Exact gradient flow ``theta' = -grad L(theta)`` from ``params0`` over ``[0, t_end]``.
@@ -71,7 +75,16 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
     params0 : Params
         Initial parameters; must fit ``problem``.
     t_end : float
-        Final flow time, ``>= 0``.
+        Final flow time, ``>= 0`` (up to ``1e300`` and beyond; give this or ``log_t_end``).
+    log_t_end : float, optional
+        Final time as ``ln t`` (the log-time mode: ``1e5`` and more, far past float64's largest time); implies
+        ``clock="log"``. Results are then indexed by ``ln t`` (:meth:`FlowResult.states_at` with ``log_t=``).
+    clock : {"auto", "t", "log"}
+        The integration variable. ``"t"``: flow time. ``"log"``: ``s = ln(1 + t)``, with the field
+        ``d theta/ds = (1 + t) theta'`` evaluated in the log domain (``exp(s - y f)``: nothing overflows or
+        underflows at ``t = 1e300`` or ``ln t = 1e5``). Where the flow slows down like ``1/t`` (exp and logistic
+        losses near separation) the steps then grow with ``s``, so the cost grows like ``ln t`` or slower.
+        ``"auto"`` (default): ``"log"`` when ``t_end > 1e6`` or with ``log_t_end``, else ``"t"``.
     dps : int, optional
         Decimal digits of an arbitrary-precision run (``>= 16``): the same algorithm over mpmath numbers
         (:mod:`flowlib.mp`), every number at ``dps`` digits; data and ``params0`` are taken exactly from their
@@ -131,7 +144,24 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
     if not isinstance(params0, Params):
         raise ValueError(f"params0 must be a flowlib.Params, got {type(params0).__name__}")
     params0.check_against(problem)
-    t_end = check_time(t_end)
+    if (t_end is None) == (log_t_end is None):
+        raise ValueError("give exactly one of t_end and log_t_end")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
+    if log_t_end is not None:
+        if isinstance(log_t_end, bool) or not isinstance(log_t_end, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(log_t_end):
+            raise ValueError(f"log_t_end must be a finite real number, got {log_t_end!r}")
+        if clock == "t":
+            raise ValueError("log_t_end needs clock='log' (or 'auto')")
+        clock = "log"
+        u_end = float(np.logaddexp(0.0, float(log_t_end)))  # s = ln(1 + t) at t = e^log_t_end
+        t_end = math.exp(log_t_end) if log_t_end < 709.0 else math.inf
+    else:
+        t_end = check_time(t_end)
+        if clock == "auto":
+            clock = "log" if t_end > LONG_HORIZON else "t"
+        u_end = math.log1p(t_end) if clock == "log" else t_end
     if dps is not None and (isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < 16):
         raise ValueError(f"dps must be None (float64) or an integer >= 16, got {dps!r}")
     if dps is None:
@@ -159,9 +189,11 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
         if t_eval.ndim != 1 or np.any(~np.isfinite(t_eval)) or np.any(t_eval < 0) or np.any(t_eval > t_end) \
                 or np.any(np.diff(t_eval) < 0):
             raise ValueError("t_eval must be a sorted 1-D array of times in [0, t_end]")
+    log_clock = clock == "log"
+    u_eval = np.log1p(t_eval) if log_clock else t_eval
     if dps is not None:
-        return _mp_flow(problem, params0, t_end, int(dps), rtol, solution, float(selection), tie, t_eval,
-                        dense_output, max_steps, max_events, progress, callback)
+        return _mp_flow(problem, params0, t_end, log_t_end, log_clock, int(dps), rtol, solution, float(selection),
+                        tie, t_eval, dense_output, max_steps, max_events, progress, callback)
 
     order = order_for(float(rtol))
     P = params0.packed()
@@ -174,19 +206,22 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
     mode = np.zeros((n, m), dtype=np.int8)
     mode[void, :] = driver.MODE_VOID
     drop = np.zeros((n, m), dtype=np.int8)
-    clock = np.zeros(1)
+    now = np.zeros(1)
 
     t_parts, start_parts, C_parts, loss_parts, energy_parts = [], [], [], [], []
     eval_parts = []
     eval_done = 0
-    if len(t_eval) and t_eval[0] == 0.0:
-        eval_done = int(np.searchsorted(t_eval, 0.0, side="right"))
+    if len(u_eval) and u_eval[0] == 0.0:
+        eval_done = int(np.searchsorted(u_eval, 0.0, side="right"))
         eval_parts.append(np.repeat(P[None], eval_done, axis=0))
     events: list[Event] = []
     steps_done = 0
     chunk_steps = _FIRST_CHUNK_STEPS
     outcome, message = Status.SUCCESS, "reached t_end"
-    bar = progress_bar(progress, t_end, "gradient flow")
+    bar = progress_bar(progress, u_end, "gradient flow" + (" (clock ln(1+t))" if log_clock else ""))
+    nodes, weights = np.polynomial.legendre.leggauss(order + 1)
+    nodes, weights = 0.5 * (nodes + 1.0), 0.5 * weights
+    where = "ln(1+t)" if log_clock else "t"
     started = time.perf_counter()
     try:
         with sigint_flag() as interrupted:
@@ -206,7 +241,7 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
                 code, k, e = driver.integrate_chunk(
                     Xa, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias,
                     problem.train_outer, order, float(rtol), solution == "caratheodory", float(selection),
-                    TIE_POLICIES[tie], P, active, mode, drop, clock, t_end, budget_steps,
+                    TIE_POLICIES[tie], log_clock, nodes, weights, P, active, mode, drop, now, u_end, budget_steps,
                     budget_events, out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron,
                     ev_sample, ev_side, ev_mult)
                 elapsed = time.perf_counter() - tick
@@ -214,34 +249,38 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
                     t_parts.append(out_t[:k])
                     loss_parts.append(out_loss[:k])
                     energy_parts.append(out_energy[:k])
-                    reached = eval_done + int(np.searchsorted(t_eval[eval_done:], clock[0], side="right"))
+                    reached = eval_done + int(np.searchsorted(u_eval[eval_done:], now[0], side="right"))
                     if reached > eval_done:
-                        eval_parts.append(_evaluate(t_eval[eval_done:reached], out_t[:k], out_h[:k], out_C[:k],
+                        eval_parts.append(_evaluate(u_eval[eval_done:reached], out_t[:k], out_h[:k], out_C[:k],
                                                     order))
                         eval_done = reached
                     start_parts.append(out_C[:k, 0].copy())
                     if dense_output:
                         C_parts.append(out_C[:k])
                     steps_done += k
-                events.extend(Event(float(ev_t[q]), EVENT_KINDS[int(ev_kind[q])], int(ev_neuron[q]),
+                with np.errstate(over="ignore"):
+                    ev_time = np.expm1(ev_t[:e]) if log_clock else ev_t[:e]
+                events.extend(Event(float(ev_time[q]), EVENT_KINDS[int(ev_kind[q])], int(ev_neuron[q]),
                                     int(ev_sample[q]), int(ev_side[q]), float(ev_mult[q])) for q in range(e))
                 if bar is not None:
-                    bar.update(clock[0] - bar.n)
-                stop_requested = bool(callback(float(clock[0]), steps_done, len(events))) if callback else False
+                    bar.update(now[0] - bar.n)
+                with np.errstate(over="ignore"):
+                    t_now = float(np.expm1(now[0])) if log_clock else float(now[0])
+                stop_requested = bool(callback(t_now, steps_done, len(events))) if callback else False
                 if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
                     outcome, message = _KERNEL_STATUS[code]
                     if outcome != Status.SUCCESS:
-                        message = f"{message} (t = {float(clock[0])!r})"
+                        message = f"{message} ({where} = {float(now[0])!r})"
                     break
                 if interrupted["set"] or stop_requested:
-                    outcome, message = Status.INTERRUPTED, f"interrupted at t = {float(clock[0])!r}"
+                    outcome, message = Status.INTERRUPTED, f"interrupted at {where} = {float(now[0])!r}"
                     break
                 if steps_done >= max_steps:
-                    outcome, message = Status.MAX_STEPS, f"max_steps = {max_steps} used up at t = {float(clock[0])!r}"
+                    outcome, message = Status.MAX_STEPS, f"max_steps = {max_steps} used up at {where} = {float(now[0])!r}"
                     break
                 if len(events) >= max_events:
                     outcome = Status.MAX_EVENTS
-                    message = f"max_events = {max_events} used up at t = {float(clock[0])!r}"
+                    message = f"max_events = {max_events} used up at {where} = {float(now[0])!r}"
                     break
                 if elapsed < 0.5 * _CHUNK_SECONDS:
                     chunk_steps = min(2 * chunk_steps, _MAX_CHUNK_STEPS)
@@ -251,12 +290,19 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
     wall = time.perf_counter() - started
 
     t_steps = np.concatenate(t_parts) if t_parts else np.empty(0)
-    t_grid = np.append(t_steps, clock[0]) if len(t_steps) else np.array([0.0])
+    u_grid = np.append(t_steps, now[0]) if len(t_steps) else np.array([0.0])
     states = np.concatenate(start_parts + [P[None]])
     loss_start = np.concatenate(loss_parts) if loss_parts else np.empty(0)
-    final_loss = driver.loss_along(Xa, problem.y, problem.loss_code, problem.scale, problem.leak, P[None].copy())
+    final_loss = driver.loss_along(Xa, problem.y, problem.loss_code, problem.scale, problem.leak, P[None].copy(),
+                                   log_clock)
+    loss = np.append(loss_start, final_loss)
+    with np.errstate(divide="ignore", over="ignore"):
+        log_loss = loss if log_clock else np.log(loss)
+        loss = np.exp(loss) if log_clock else loss
+        t_grid = np.expm1(u_grid) if log_clock else u_grid
     return FlowResult(
-        problem=problem, t=t_grid, states=states, loss=np.append(loss_start, final_loss),
+        problem=problem, t=t_grid, states=states, loss=loss, log_loss=log_loss, clock=clock,
+        s=u_grid if log_clock else None,
         energy=np.concatenate(energy_parts) if energy_parts else np.empty(0), events=tuple(events),
         status=outcome, message=message,
         coefficients=np.concatenate(C_parts) if (dense_output and C_parts) else (
@@ -265,12 +311,12 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float, *, dps: int |
         states_eval=np.concatenate(eval_parts) if eval_parts else np.empty((0, m, w)),
         order=order, rtol=float(rtol), wall_s=wall,
         options={"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
-                 "solution": solution, "selection": float(selection), "tie": tie})
+                 "solution": solution, "selection": float(selection), "tie": tie, "clock": clock})
 
 
 
-def _mp_flow(problem, params0, t_end, dps, rtol, solution, selection, tie, t_eval, dense_output, max_steps,
-             max_events, progress, callback) -> FlowResult:
+def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, solution, selection, tie, t_eval,
+             dense_output, max_steps, max_events, progress, callback) -> FlowResult:
     """The ``dps=`` branch of :func:`gradient_flow`: run :func:`flowlib.mp.flow.integrate`, wrap its output."""
     from mpmath import mp, mpf
 
@@ -286,10 +332,23 @@ def _mp_flow(problem, params0, t_end, dps, rtol, solution, selection, tie, t_eva
             if tol is None or not mpf(10) ** -dps <= tol <= mpf("1e-3"):
                 raise ValueError(f"rtol must be a number in [1e-{dps}, 1e-3] with dps={dps}, got {rtol!r}")
         order = max(4, int(mp.ceil(-mp.log(tol) / 2)) + 1)
-    run = mpflow.integrate(problem, params0.packed(), t_end, dps=dps, rtol=tol, order=order,
+        if not log_clock:
+            u_end, u_eval = mpf(t_end), [mpf(x) for x in t_eval]
+        else:
+            u_end = mp.log1p(mpf(t_end)) if log_t_end is None else mpf(log_t_end) + mp.log1p(mp.exp(-mpf(log_t_end)))
+            u_eval = [mp.log1p(mpf(x)) for x in t_eval]
+    run = mpflow.integrate(problem, params0.packed(), u_end, dps=dps, rtol=tol, order=order,
                            caratheodory=solution == "caratheodory", selection=selection, tie_leave=tie == "leave",
-                           t_eval=t_eval, max_steps=max_steps, max_events=max_events, progress=progress,
-                           callback=callback)
+                           t_eval=u_eval, max_steps=max_steps, max_events=max_events, progress=progress,
+                           callback=callback, log_clock=log_clock)
+    with mp.workdps(dps):
+        if log_clock:
+            run.events = [(mp.expm1(t), *rest) for t, *rest in run.events]
+            s_grid, log_loss = run.t, run.loss
+            run.t = [mp.expm1(v) for v in s_grid]
+            run.loss = [mp.exp(v) for v in log_loss]
+        else:
+            s_grid, log_loss = None, [mp.log(v) for v in run.loss]
 
     def objects(values, shape):
         return np.array(values, dtype=object).reshape(shape) if values else np.empty(shape, dtype=object)
@@ -306,6 +365,8 @@ def _mp_flow(problem, params0, t_end, dps, rtol, solution, selection, tie, t_eva
         coefficients=objects(run.coefficients, (n_steps, order + 1, m, w)) if dense_output else None,
         t_eval=objects([mpf(x) for x in t_eval[: len(run.eval_states)]], (len(run.eval_states),)),
         states_eval=objects(run.eval_states, (len(run.eval_states), m, w)),
-        order=order, rtol=float(tol), wall_s=run.wall_s, dps=dps,
+        order=order, rtol=float(tol), wall_s=run.wall_s, dps=dps, clock="log" if log_clock else "t",
+        s=None if s_grid is None else objects(s_grid, (len(s_grid),)), log_loss=objects(log_loss, (len(log_loss),)),
         options={"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
-                 "solution": solution, "selection": selection, "tie": tie, "rtol": str(tol)})
+                 "solution": solution, "selection": selection, "tie": tie, "rtol": str(tol),
+                 "clock": "log" if log_clock else "t"})

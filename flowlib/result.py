@@ -97,6 +97,15 @@ class FlowResult:
         Decimal digits of an mpmath run (``gradient_flow(..., dps=N)``): ``t``, ``states``, ``loss``, ``energy``,
         ``coefficients``, the ``t_eval`` arrays and the events' ``t`` and ``multiplier`` then hold mpf numbers
         (``dtype=object``), and the methods below compute at ``dps`` digits. ``None`` for float64.
+    clock : {"t", "log"}
+        The integration variable: flow time, or ``s = ln(1 + t)`` (the long-horizon and log-time modes); the
+        Taylor coefficients are polynomials in it.
+    s : ndarray or None
+        ``ln(1 + t)`` at the step boundaries in the log clock (``t`` overflows to ``inf`` past ``1.8e308``;
+        :attr:`log_t` is ``ln t``).
+    log_loss : ndarray or None
+        ``ln L`` at the step boundaries, computed in the log domain in the log clock (``loss`` underflows to 0
+        past ``L = 1e-308``).
     """
 
     problem: Problem
@@ -115,6 +124,9 @@ class FlowResult:
     wall_s: float = 0.0
     options: dict = field(default_factory=dict)
     dps: int | None = None
+    clock: str = "t"
+    s: np.ndarray | None = None
+    log_loss: np.ndarray | None = None
 
     def _precision(self):
         """``mp.workdps(dps)`` for an mpmath run (arithmetic on mpf outside it would round to 15 digits)."""
@@ -182,19 +194,57 @@ class FlowResult:
         return Params.unpacked(self.states[-1], self.problem.bias)
 
     # ----- dense output -------------------------------------------------------------------------------------
-    def _packed_at(self, times: np.ndarray) -> np.ndarray:
-        with self._precision():
-            return self._packed_at_precision(self._times(times))
+    @property
+    def _grid(self) -> np.ndarray:
+        """The integration variable at the step boundaries: ``t``, or ``s = ln(1 + t)`` in the log clock."""
+        return self.s if self.clock == "log" else self.t
 
-    def _packed_at_precision(self, times: np.ndarray) -> np.ndarray:
-        finite = np.isfinite(times.astype(np.float64))
-        if np.any(~finite) or np.any(times < self.t[0]) or np.any(times > self.t[-1]):
+    @property
+    def log_t(self) -> np.ndarray:
+        """``ln t`` at the step boundaries (``-inf`` at ``t = 0``); exact also where ``t`` overflows."""
+        with self._precision(), np.errstate(divide="ignore"):
+            if self.clock != "log":
+                return np.log(self.t) if self.dps is None else np.array([_mp().log(v) for v in self.t], dtype=object)
+            if self.dps is None:
+                return self.s + np.log(-np.expm1(-self.s))
+            mp = _mp()
+            return np.array([v + mp.log(-mp.expm1(-v)) if v > 0 else -mp.inf for v in self.s], dtype=object)
+
+    def _variable(self, t=None, log_t=None) -> np.ndarray:
+        """Times (``t`` or ``ln t``, exactly one given) as values of the integration variable (an array)."""
+        if (t is None) == (log_t is None):
+            raise ValueError("give exactly one of t and log_t")
+        given = self._times(t if log_t is None else log_t)
+        with self._precision():
+            if self.dps is None:
+                if log_t is not None:
+                    return np.logaddexp(0.0, given) if self.clock == "log" else np.exp(given)
+                return np.log1p(given) if self.clock == "log" else given
+            mp = _mp()
+            if log_t is not None:
+                convert = (lambda v: v + mp.log1p(mp.exp(-v))) if self.clock == "log" else mp.exp
+            else:
+                convert = mp.log1p if self.clock == "log" else (lambda v: v)
+            out = np.empty(given.shape, dtype=object)
+            for index, v in np.ndenumerate(given):
+                out[index] = convert(v)
+            return out
+
+    def _packed_at(self, u: np.ndarray) -> np.ndarray:
+        with self._precision():
+            return self._packed_at_precision(u)
+
+    def _packed_at_precision(self, u: np.ndarray) -> np.ndarray:
+        grid = self._grid
+        finite = np.isfinite(u.astype(np.float64))
+        if np.any(~finite) or np.any(u < grid[0]) or np.any(u > grid[-1]):
             raise ValueError(f"t must lie in [{self.t[0]}, {self.t[-1]}], the interval the run covered")
         if self.coefficients is None:
-            out = np.empty(times.shape + self.states.shape[1:], dtype=self.states.dtype)
-            for k, tk in enumerate(times.ravel()):
-                hits = np.flatnonzero(self.t == tk)
-                hits_eval = np.flatnonzero(self.t_eval == tk)
+            u_eval = np.log1p(self.t_eval) if self.clock == "log" and self.dps is None else self.t_eval
+            out = np.empty(u.shape + self.states.shape[1:], dtype=self.states.dtype)
+            for k, uk in enumerate(u.ravel()):
+                hits = np.flatnonzero(grid == uk)
+                hits_eval = np.flatnonzero(u_eval == uk)
                 if len(hits):
                     out.reshape(-1, *self.states.shape[1:])[k] = self.states[hits[0]]
                 elif len(hits_eval):
@@ -203,51 +253,88 @@ class FlowResult:
                     raise ValueError("t is not a step boundary or a t_eval time, and the run kept no dense "
                                      "output: rerun with dense_output=True or t_eval")
             return out
-        flat = times.reshape(-1)
-        step = np.clip(np.searchsorted(self.t, flat, side="right") - 1, 0, self.n_steps - 1)
-        tau = (flat - self.t[step])[:, None, None]
+        flat = u.reshape(-1)
+        step = np.clip(np.searchsorted(grid, flat, side="right") - 1, 0, self.n_steps - 1)
+        tau = (flat - grid[step])[:, None, None]
         C = self.coefficients[step]  # (len, K+1, m, w)
         acc = C[:, self.order]
         for k in range(self.order - 1, -1, -1):
             acc = acc * tau + C[:, k]
-        return acc.reshape(times.shape + acc.shape[1:])
+        return acc.reshape(u.shape + acc.shape[1:])
 
-    def params_at(self, t: float) -> Params:
-        """Parameters at time ``t`` from the Taylor polynomials (dense output), as float64.
+    def params_at(self, t: float | None = None, *, log_t: float | None = None) -> Params:
+        """Parameters at time ``t`` (or at ``ln t = log_t``) from the Taylor polynomials (dense output), as float64.
 
         For the full precision of an mpmath run use :meth:`states_at` (``t`` may then be an mpf or a string).
 
         Raises
         ------
         ValueError
-            If ``t`` lies outside the interval the run covered.
+            If the time lies outside the interval the run covered.
         """
         if self.n_steps == 0:
             return self.final
-        return Params.unpacked(np.asarray(self._packed_at(t), dtype=np.float64), self.problem.bias)
+        u = self._variable(t, log_t)
+        return Params.unpacked(np.asarray(self._packed_at(u), dtype=np.float64), self.problem.bias)
 
-    def states_at(self, times) -> np.ndarray:
-        """Packed states ``(w_j, b_j, a_j)`` at an array of times, shape ``(len(times), m, d + 2)``."""
-        times = np.atleast_1d(self._times(times))
+    def states_at(self, times=None, *, log_t=None) -> np.ndarray:
+        """Packed states ``(w_j, b_j, a_j)`` at an array of times ``t`` (or of ``ln t``), shape
+        ``(len(times), m, d + 2)``."""
+        u = np.atleast_1d(self._variable(times, log_t))
         if self.n_steps == 0:
-            return np.repeat(self.states[:1], len(times), axis=0)
-        return self._packed_at(times)
+            return np.repeat(self.states[:1], len(u), axis=0)
+        return self._packed_at(u)
 
-    def loss_at(self, t):
-        """Loss at time(s) ``t`` (scalar in, scalar out)."""
+    def log_loss_at(self, t=None, *, log_t=None):
+        """``ln L`` at time(s) ``t`` (or ``ln t``), computed in the log domain: finite where ``L`` underflows
+        (``t = 1e300``, ``ln t = 1e5``). Scalar in, scalar out."""
+        return self._loss_at(t, log_t, log=True)
+
+    def loss_at(self, t=None, *, log_t=None):
+        """Loss at time(s) ``t`` (or ``ln t``); scalar in, scalar out."""
+        return self._loss_at(t, log_t, log=False)
+
+    def _loss_at(self, t, log_t, log: bool):
+        scalar = np.ndim(t if log_t is None else log_t) == 0
+        states = self.states_at(t, log_t=log_t)
         if self.dps is not None:
             from flowlib.mp import series as mpseries
 
             with self._precision():
                 data = mpseries.MPData.from_problem(self.problem)
-                values = np.array([mpseries.loss_at_state(data, [list(row) for row in state])
-                                   for state in self.states_at(t)], dtype=object)
-            return values[0] if np.ndim(t) == 0 else values
-        times = np.atleast_1d(np.asarray(t, dtype=np.float64))
+                values = np.array([mpseries.loss_at_state(data, [list(row) for row in state], log=log)
+                                   for state in states], dtype=object)
+            return values[0] if scalar else values
         p = self.problem
         values = driver.loss_along(p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak,
-                                   np.ascontiguousarray(self.states_at(times)))
-        return float(values[0]) if np.ndim(t) == 0 else values
+                                   np.ascontiguousarray(states), log)
+        return float(values[0]) if scalar else values
+
+    # ----- asymptotics (flowlib.asymptotics) -----------------------------------------------------------------
+    def _states_or_grid(self, t, log_t) -> np.ndarray:
+        return self.states if t is None and log_t is None else self.states_at(t, log_t=log_t)
+
+    def normalized_margin(self, t=None, *, log_t=None) -> np.ndarray:
+        """``min_i y_i f(x_i) / |theta|^h`` at the step boundaries, or at times ``t`` / ``ln t``
+        (:func:`flowlib.asymptotics.normalized_margin`)."""
+        from flowlib import asymptotics
+
+        with self._precision():
+            return asymptotics.normalized_margin(self.problem, self._states_or_grid(t, log_t))
+
+    def direction(self, t=None, *, log_t=None) -> np.ndarray:
+        """``theta / |theta|`` over the trained parameters (:func:`flowlib.asymptotics.direction`)."""
+        from flowlib import asymptotics
+
+        with self._precision():
+            return asymptotics.direction(self.problem, self._states_or_grid(t, log_t))
+
+    def decision_boundary(self, t=None, *, log_t=None) -> np.ndarray:
+        """For 1-D inputs, where ``f`` changes sign (:func:`flowlib.asymptotics.decision_boundary`)."""
+        from flowlib import asymptotics
+
+        with self._precision():
+            return asymptotics.decision_boundary(self.problem, self._states_or_grid(t, log_t))
 
     # ----- diagnostics --------------------------------------------------------------------------------------
     @property
@@ -320,13 +407,17 @@ class FlowResult:
         meta = {"schema": 1, "flowlib": __version__, "kind": "FlowResult", "problem": self.problem.to_dict(),
                 "status": self.status.value, "message": self.message, "order": self.order, "rtol": self.rtol,
                 "wall_s": self.wall_s, "options": self.options, "event_kinds": [e.kind for e in ev],
-                "dense": self.coefficients is not None, "dps": self.dps}
+                "dense": self.coefficients is not None, "dps": self.dps, "clock": self.clock}
         numbers = {"t": self.t, "states": self.states, "loss": self.loss, "energy": self.energy,
                    "t_eval": self.t_eval, "states_eval": self.states_eval,
                    "event_t": np.array([e.t for e in ev], dtype=object),
                    "event_multiplier": np.array([e.multiplier for e in ev], dtype=object)}
         if self.coefficients is not None:
             numbers["coefficients"] = self.coefficients
+        if self.s is not None:
+            numbers["s"] = self.s
+        if self.log_loss is not None:
+            numbers["log_loss"] = self.log_loss
         arrays = {name: numbers_to_text(values, self.dps) if self.dps else np.asarray(values, dtype=np.float64)
                   for name, values in numbers.items()}
         arrays.update(event_neuron=np.array([e.neuron for e in ev], dtype=np.int64),
@@ -334,6 +425,12 @@ class FlowResult:
                       event_side=np.array([e.side for e in ev], dtype=np.int64), meta=np.array(json.dumps(meta)))
         np.savez_compressed(path, **arrays)
         return path
+
+
+def _mp():
+    from mpmath import mp
+
+    return mp
 
 
 def numbers_to_text(values, dps: int) -> np.ndarray:
@@ -380,6 +477,7 @@ def load(path) -> FlowResult | DescentResult:
         dps = meta.get("dps")
         names = ["t", "states", "loss", "energy", "t_eval", "states_eval", "event_t", "event_multiplier"]
         names += ["coefficients"] if meta["dense"] else []
+        names += [name for name in ("s", "log_loss") if name in data]
         numbers = {name: numbers_from_text(data[name], dps) if dps else data[name] for name in names}
         convert = (lambda v: v) if dps else float
         events = tuple(Event(convert(t), kind, int(j), int(i), int(s), convert(mu)) for t, kind, j, i, s, mu in
@@ -390,7 +488,8 @@ def load(path) -> FlowResult | DescentResult:
                           status=Status(meta["status"]), message=meta["message"],
                           coefficients=numbers.get("coefficients"), t_eval=numbers["t_eval"],
                           states_eval=numbers["states_eval"], order=meta["order"], rtol=meta["rtol"],
-                          wall_s=meta["wall_s"], options=meta["options"], dps=dps)
+                          wall_s=meta["wall_s"], options=meta["options"], dps=dps, clock=meta.get("clock", "t"),
+                          s=numbers.get("s"), log_loss=numbers.get("log_loss"))
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ from ._jit import jit
 from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
 from .roots import STACK, earliest_root, excluded
 from .stepping import taylor_step
-from .series import horner_state, max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, \
-    velocity_inner
+from .series import horner_state, log_network_loss, max_abs, network_loss, preactivations, taylor_coefficients, \
+    velocity_energy, velocity_energy_log, velocity_inner
 
 MODE_FREE = 0
 MODE_HELD = 1
@@ -157,13 +157,13 @@ def _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind, j
 
 @jit
 def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t, caratheodory, selection,
-             tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev):
+             tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev):
     """Classify, per neuron, the surfaces in ``hit`` together with the others the neuron sits on; update the
     modes, the pattern and the log. ``forced[i, j] = +-1`` releases a held surface to that side (its multiplier
     left ``[leak, 1]``). Returns ``(status, n_ev)``."""
     n, m = hit.shape
     G = np.empty(n)
-    velocity_inner(Xa, y, S, loss_kind, c, P, G)
+    velocity_inner(Xa, y, S, loss_kind, c, P, G, log_clock, t)
     side = np.zeros(n, np.int8)
     stay = np.zeros(n, np.bool_)
     kind = np.zeros(n, np.int8)
@@ -271,8 +271,8 @@ def _exit_side(phi, slot, order, tau, beta):
 
 @jit
 def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy,
-                    P, active, mode, drop, clock, t_end, max_steps, max_events, out_t, out_h, out_C, out_loss,
-                    out_energy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult):
+                    log_clock, gl_nodes, gl_weights, P, active, mode, drop, clock, t_end, max_steps, max_events, out_t,
+                    out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult):
     """Integrate from ``clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
 
     Parameters
@@ -294,6 +294,12 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     selection : float
     tie_policy : int
         ``events.TIE_STAY`` or ``events.TIE_LEAVE``.
+    log_clock : bool
+        Integrate in ``s = ln(1 + t)`` (``clock``, ``t_end``, ``out_t``, ``out_h`` and event times are then in
+        ``s``, ``out_loss`` holds ``ln L``): the long-horizon mode, whose steps grow with ``s`` where the flow
+        slows down like ``1/t``.
+    gl_nodes, gl_weights : ndarray
+        Gauss–Legendre rule on ``[0, 1]`` (at least ``order + 1`` points) for the energy in the log clock.
     P : ndarray, shape (m, d + 2)
         State; updated in place.
     active : ndarray of bool, shape (n, m)
@@ -329,6 +335,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     G = np.zeros((K + 1, n))
     A0 = np.zeros((K + 1, n))
     A1 = np.zeros((K + 1, n))
+    A2 = np.zeros((K + 1, n))
     R = np.zeros((K + 1, m, da))
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
@@ -369,8 +376,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 pending = pending or hit[i, j]
         if pending:
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
-                                  ev_mult, n_ev)
+                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
+                                  ev_side, ev_mult, n_ev)
             if code != status.RUNNING:
                 break
         # 2. Taylor coefficients, held surfaces and their multipliers
@@ -385,8 +392,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                     for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
                         hit[samples[q], neurons[q]] = True
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
-                                  ev_mult, n_ev)
+                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
+                                  ev_side, ev_mult, n_ev)
             if code != status.RUNNING:
                 break
             samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
@@ -397,7 +404,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             for q in range(w):
                 C[0, j, q] = P[j, q]
         taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, K, cons_offset, samples, pinv, C, Z, F, G,
-                            A0, A1, R, Cm)
+                            A0, A1, A2, R, Cm, log_clock, t)
         lmax = K - 1 if train_outer else 0
         for slot in range(n_slots):
             i, j = samples[slot], neurons[slot]
@@ -445,8 +452,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 for j in range(m):
                     hit[i, j] = hit[i, j] and mode[i, j] == MODE_HELD
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
-                                  ev_mult, n_ev)
+                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
+                                  ev_side, ev_mult, n_ev)
             for i in range(n):
                 for j in range(m):
                     forced[i, j] = 0
@@ -484,8 +491,12 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         out_t[n_steps] = t
         out_h[n_steps] = h
         out_C[n_steps] = C
-        out_loss[n_steps] = network_loss(Xa, y, P, S, loss_kind, c)
-        out_energy[n_steps] = velocity_energy(C, K, h)
+        if log_clock:
+            out_loss[n_steps] = log_network_loss(Xa, y, P, S, loss_kind, c)
+            out_energy[n_steps] = velocity_energy_log(C, K, h, t, gl_nodes, gl_weights)
+        else:
+            out_loss[n_steps] = network_loss(Xa, y, P, S, loss_kind, c)
+            out_energy[n_steps] = velocity_energy(C, K, h)
         horner_state(C, K, h, P)
         _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
         n_steps += 1
@@ -511,8 +522,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                         # at a_j G_i = 0 (0/0) the neuron is re-classified instead
                         forced[i, j] = _exit_side(phi, slot, K - 1, h, beta)
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
-                                  ev_mult, n_ev)
+                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
+                                  ev_side, ev_mult, n_ev)
             for slot in range(n_slots):
                 forced[samples[slot], neurons[slot]] = 0
             if code != status.RUNNING:
@@ -525,8 +536,9 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
 
 
 @jit
-def loss_along(Xa, y, loss_kind, c, leak, states):
-    """Loss at each state of ``states`` (shape ``(k, m, d + 2)``), with the pattern read from the state."""
+def loss_along(Xa, y, loss_kind, c, leak, states, log):
+    """Loss (``ln L`` when ``log``) at each state of ``states`` (shape ``(k, m, d + 2)``), with the pattern read
+    from the state."""
     k = states.shape[0]
     n = Xa.shape[0]
     m = states.shape[1]
@@ -538,5 +550,6 @@ def loss_along(Xa, y, loss_kind, c, leak, states):
         for i in range(n):
             for j in range(m):
                 S[i, j] = 1.0 if Z[i, j] > 0.0 else leak
-        out[s] = network_loss(Xa, y, states[s], S, loss_kind, c)
+        out[s] = log_network_loss(Xa, y, states[s], S, loss_kind, c) if log else \
+            network_loss(Xa, y, states[s], S, loss_kind, c)
     return out

@@ -96,29 +96,69 @@ def network_loss(Xa, y, P, S, loss_kind, c):
 
 
 @jit
-def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1):
+def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
     """Order-``k`` coefficient of ``G = c l'(f)`` given ``F[0..k]`` (and the auxiliary series up to ``k - 1``).
 
-    ``A0``/``A1`` hold auxiliary series: ``E = exp(-y f)`` (exp loss) or ``p = 1/(1 + exp(y f))`` and
+    ``A0``/``A1``/``A2`` hold auxiliary series: ``E = exp(-y f)`` (exp loss) or ``p = 1/(1 + exp(y f))`` and
     ``H = p (1 - p)`` (logistic loss). Each is updated to order ``k``.
+
+    With ``log_clock`` the independent variable is ``s = ln(1 + t)`` (``dt/ds = e^s``, ``s = s0 + tau``) and the
+    series is that of ``G~ = e^s G``, computed in the log domain so that it neither overflows nor underflows at
+    ``t = 1e300`` or ``ln t = 1e5``: ``E = exp(s - y f)`` for the exp loss (``E' = (1 - y f') E``);
+    ``G~ = -c y exp(s - q) sigma(q)`` with ``q = y f`` for the logistic loss (``A2 = exp(s - q)``,
+    ``A0 = r = sigma(q)``, ``A1 = r (1 - r)``, ``r' = q' r (1 - r)``); ``e^s`` times the plain series for the
+    square loss (``A0`` holds the plain series).
     """
     n = F.shape[1]
     if loss_kind == LOSS_SQUARE:
         for i in range(n):
-            G[k, i] = c * (F[k, i] - (y[i] if k == 0 else 0.0))
+            plain = c * (F[k, i] - (y[i] if k == 0 else 0.0))
+            if not log_clock:
+                G[k, i] = plain
+                continue
+            A0[k, i] = plain
+            acc = 0.0
+            coef = math.exp(s0)
+            for l in range(k + 1):
+                acc += coef * A0[k - l, i]
+                coef /= l + 1
+            G[k, i] = acc
         return
     if loss_kind == LOSS_EXP:
         for i in range(n):
             if k == 0:
-                A0[0, i] = math.exp(-y[i] * F[0, i])
+                A0[0, i] = math.exp((s0 if log_clock else 0.0) - y[i] * F[0, i])
             else:
                 acc = 0.0
                 for l in range(1, k + 1):
                     acc += l * F[l, i] * A0[k - l, i]
-                A0[k, i] = -y[i] * acc / k
+                A0[k, i] = (-y[i] * acc + (A0[k - 1, i] if log_clock else 0.0)) / k
             G[k, i] = -c * y[i] * A0[k, i]
         return
     # logistic
+    if log_clock:
+        for i in range(n):
+            if k == 0:
+                q = y[i] * F[0, i]
+                A0[0, i] = _stable_sigmoid(q)
+                A2[0, i] = math.exp(s0 - q)
+            else:
+                acc = 0.0
+                acc2 = 0.0
+                for l in range(1, k + 1):
+                    acc += l * F[l, i] * A1[k - l, i]
+                    acc2 += l * F[l, i] * A2[k - l, i]
+                A0[k, i] = y[i] * acc / k
+                A2[k, i] = (-y[i] * acc2 + A2[k - 1, i]) / k
+            sq = 0.0
+            for l in range(k + 1):
+                sq += A0[l, i] * A0[k - l, i]
+            A1[k, i] = A0[k, i] - sq
+            acc = 0.0
+            for l in range(k + 1):
+                acc += A2[l, i] * A0[k - l, i]
+            G[k, i] = -c * y[i] * acc
+        return
     for i in range(n):
         if k == 0:
             A0[0, i] = _stable_sigmoid(-y[i] * F[0, i])
@@ -136,7 +176,7 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1):
 
 @jit
 def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_offset, cons_sample, cons_pinv,
-                        C, Z, F, G, A0, A1, R, Cm):
+                        C, Z, F, G, A0, A1, A2, R, Cm, log_clock, s0):
     """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``.
 
     Parameters
@@ -164,12 +204,16 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
         Taylor recurrence and is applied order by order.
     C : ndarray, shape (>= K + 1, m, d + 2)
         ``C[0]`` holds the state on entry; ``C[1..K]`` are filled.
-    Z, F, G, A0, A1, R : ndarray
-        Work arrays of shapes ``(>= K + 1, n, m)``, ``(>= K + 1, n)`` (four of them) and ``(>= K + 1, m, d + 1)``.
+    Z, F, G, A0, A1, A2, R : ndarray
+        Work arrays of shapes ``(>= K + 1, n, m)``, ``(>= K + 1, n)`` (five of them) and ``(>= K + 1, m, d + 1)``.
         On return ``Z[0..K]`` holds the Taylor coefficients of every switching function ``z_ij``.
     Cm : ndarray, shape (>= K, n_slots)
         Output: the coefficients ``N_j^+ v`` of each constrained surface; the Filippov multiplier is
         ``Cm / (a_j G_i)``.
+    log_clock : bool
+        Expand in ``s = ln(1 + t)`` instead of ``t`` (``d theta / ds = e^s theta'``, see
+        :func:`_loss_derivative_order`); ``s0`` is the expansion point.
+    s0 : float
     """
     n, da = Xa.shape
     m = C.shape[1]
@@ -193,7 +237,7 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
                 for j in range(m):
                     acc += outer[j] * U[k - l, i, j]
                 F[k, i] += acc
-        _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1)
+        _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0)
         # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
         for j in range(m):
             for q in range(da):
@@ -243,17 +287,51 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
 
 
 @jit
-def velocity_inner(Xa, y, S, loss_kind, c, P, G):
-    """Residual weights ``G_i = c l'(f_i)`` at ``P`` under slopes ``S`` (order 0 of the series), into ``G``."""
+def velocity_inner(Xa, y, S, loss_kind, c, P, G, log_clock, s):
+    """Residual weights ``G_i = c l'(f_i)`` at ``P`` under slopes ``S`` (order 0 of the series), into ``G``.
+
+    With ``log_clock``: ``e^s G_i``, computed in the log domain (see :func:`_loss_derivative_order`).
+    """
     network_outputs(Xa, P, S, G)
     for i in range(len(G)):
         f = G[i]
         if loss_kind == LOSS_SQUARE:
-            G[i] = c * (f - y[i])
+            G[i] = c * (f - y[i]) * (math.exp(s) if log_clock else 1.0)
         elif loss_kind == LOSS_EXP:
-            G[i] = -c * y[i] * math.exp(-y[i] * f)
+            G[i] = -c * y[i] * math.exp((s if log_clock else 0.0) - y[i] * f)
+        elif log_clock:
+            q = y[i] * f
+            G[i] = -c * y[i] * (math.exp(s - q) / (1.0 + math.exp(-q)) if q >= 0.0 else
+                                math.exp(s) / (1.0 + math.exp(q)))
         else:
             G[i] = -c * y[i] * _stable_sigmoid(-y[i] * f)
+
+
+@jit
+def log_network_loss(Xa, y, P, S, loss_kind, c):
+    """``ln L`` at ``P`` under slopes ``S``, without underflow (``-inf`` only when ``L`` is exactly 0)."""
+    n = Xa.shape[0]
+    f = np.empty(n)
+    network_outputs(Xa, P, S, f)
+    terms = np.empty(n)
+    top = -math.inf
+    for i in range(n):
+        if loss_kind == LOSS_SQUARE:
+            r = f[i] - y[i]
+            terms[i] = math.log(0.5 * r * r) if r != 0.0 else -math.inf
+        elif loss_kind == LOSS_EXP:
+            terms[i] = -y[i] * f[i]
+        else:
+            q = y[i] * f[i]
+            # ln ln(1 + e^-q): for large q, ln(1 + u) = u (1 - u/2 + ...) with u = e^-q
+            terms[i] = -q + math.log1p(-0.5 * math.exp(-q)) if q > 30.0 else math.log(math.log1p(math.exp(-q)))
+        top = max(top, terms[i])
+    if top == -math.inf:
+        return -math.inf
+    total = 0.0
+    for i in range(n):
+        total += math.exp(terms[i] - top)
+    return math.log(c) + top + math.log(total)
 
 
 @jit
@@ -294,6 +372,35 @@ def velocity_energy(C, order, h):
             hl *= h
         hk *= h
     return total * h
+
+
+@jit
+def velocity_energy_log(C, order, h, s0, nodes, weights):
+    """``int |d theta/dt|^2 dt`` over a step of the log clock: ``int_0^h |P'(tau)|^2 e^-(s0 + tau) dtau``.
+
+    ``P'`` is the ``s``-derivative of the state polynomial. Gauss–Legendre (``nodes``, ``weights`` on
+    ``[0, 1]``, at least ``order + 1`` of them) on pieces of length <= 1, up to ``tau = 50`` (the rest is below
+    ``e^-50`` of the step's first unit) and never past ``s = 745`` (where ``e^-s`` underflows).
+    """
+    m, w = C.shape[1], C.shape[2]
+    span = min(h, 50.0, max(0.0, 745.0 - s0))
+    if span <= 0.0:
+        return 0.0
+    pieces = int(math.ceil(span))
+    width = span / pieces
+    total = 0.0
+    for p in range(pieces):
+        for g in range(len(nodes)):
+            tau = (p + nodes[g]) * width
+            sq = 0.0
+            for j in range(m):
+                for q in range(w):
+                    acc = order * C[order, j, q]
+                    for k in range(order - 1, 0, -1):
+                        acc = acc * tau + k * C[k, j, q]
+                    sq += acc * acc
+            total += weights[g] * width * sq * math.exp(-(s0 + tau))
+    return total
 
 
 @jit

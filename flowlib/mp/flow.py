@@ -23,7 +23,7 @@ from flowlib.kernels.constants import EVENT_SLIDE_END, EVENT_TIE
 from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.roots import earliest_root, excluded
 from flowlib.mp.series import MPData, horner, loss_value, preactivations, residual_weights, slopes, \
-    taylor_coefficients, state_at, velocity_energy
+    taylor_coefficients, state_at, velocity_energy, velocity_energy_log
 from flowlib.running import progress_bar, sigint_flag
 
 FREE, HELD, VOID = 0, 1, 2
@@ -57,8 +57,9 @@ def _exit_noise() -> mpf:
 class _Integrator:
     """The state of one run and the steps of the algorithm (one method per numbered stage of the kernel)."""
 
-    def __init__(self, data: MPData, P, order, tol, caratheodory, selection, tie_leave):
+    def __init__(self, data: MPData, P, order, tol, caratheodory, selection, tie_leave, log_clock=False):
         self.data = data
+        self.log_clock = log_clock
         self.P = P
         self.K = order
         self.tol = tol
@@ -114,7 +115,7 @@ class _Integrator:
         """Classify, per neuron, the surfaces in ``hit`` with the others the neuron sits on (kernel ``_resolve``)."""
         data = self.data
         S = self.S
-        G = residual_weights(data, self.P, S)
+        G = residual_weights(data, self.P, S, self.t if self.log_clock else None)
         for j in sorted({j for _, j in hit}):
             surface = [i for i in range(data.n) if (i, j) in hit or self.mode[i][j] == HELD or (
                 self.mode[i][j] == FREE and self.drop[i][j] == DROP_CROSSED)]
@@ -203,7 +204,7 @@ class _Integrator:
                     hit.update((i, j) for _, i, _ in per_neuron[j])
             self.resolve(hit, {})
             per_neuron, slots, dependent = self.constraints()
-        series = taylor_coefficients(data, self.S, self.P, K, per_neuron)
+        series = taylor_coefficients(data, self.S, self.P, K, per_neuron, self.t if self.log_clock else None)
         C, Z, G = series.C, series.Z, series.G
         lmax = K - 1 if data.train_outer else 0
         phi = [[mp.fsum(C[l][j][da] * G[k - l][i] for l in range(min(k, lmax) + 1)) for k in range(K)]
@@ -254,7 +255,10 @@ class _Integrator:
                 bound, found = tau, True
         if found:
             h, final = bound, False
-        record = (self.t, h, C, loss_value(data, self.P, self.S), velocity_energy(C, h))
+        if self.log_clock:
+            record = (self.t, h, C, mp.log(loss_value(data, self.P, self.S)), velocity_energy_log(C, h, self.t))
+        else:
+            record = (self.t, h, C, loss_value(data, self.P, self.S), velocity_energy(C, h))
         self.P = state_at(C, h)
         self._project(per_neuron)
         self.t = t_end if final else self.t + h
@@ -305,11 +309,13 @@ def _taylor_step(size, below, top, K):
 
 
 def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, tie_leave, t_eval, max_steps,
-              max_events, progress, callback) -> MPRun:
+              max_events, progress, callback, log_clock=False) -> MPRun:
     """Run the mpmath flow; arguments are checked by :func:`flowlib.gradient_flow`.
 
     ``P0`` is the packed float64 state, ``t_end``/``t_eval``/``selection``/``rtol`` are converted exactly to mpf
-    (pass strings or mpf for values that are not binary fractions).
+    (pass strings or mpf for values that are not binary fractions). With ``log_clock`` the integration variable is
+    ``s = ln(1 + t)``: ``t_end`` and ``t_eval`` are then values of ``s``, and so are the run's times and event
+    times; ``loss`` holds ``ln L``.
     """
     run = MPRun()
     started = time.perf_counter()
@@ -319,7 +325,7 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
         t_end = mpf(t_end)
         t_eval = [mpf(x) for x in t_eval]
         engine = _Integrator(data, P, order, mpf(rtol), caratheodory,
-                             mpf(selection) if selection is not None else None, tie_leave)
+                             mpf(selection) if selection is not None else None, tie_leave, log_clock)
         eval_done = 0
         while eval_done < len(t_eval) and t_eval[eval_done] <= 0:
             run.eval_states.append([list(row) for row in P])
@@ -362,7 +368,8 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
                 bar.close()
         run.t.append(engine.t)
         run.states.append([list(row) for row in engine.P])
-        run.loss.append(loss_value(data, engine.P, engine.S))
+        final_loss = loss_value(data, engine.P, engine.S)
+        run.loss.append(mp.log(final_loss) if log_clock else final_loss)
         run.events = engine.events
         run.eval_states = run.eval_states[:eval_done]
     run.wall_s = time.perf_counter() - started

@@ -78,16 +78,17 @@ def _sigmoid(u) -> mpf:
     return 1 / (1 + mp.exp(-u))
 
 
-def residual_weights(data: MPData, P, S) -> list:
-    """``G_i = c l'(f_i)`` at ``P`` (order 0 of the series)."""
+def residual_weights(data: MPData, P, S, s0=None) -> list:
+    """``G_i = c l'(f_i)`` at ``P`` (order 0 of the series); ``e^s0 G_i`` in the log clock."""
     G = []
+    shift = 0 if s0 is None else s0
     for f, y in zip(outputs(data, P, S), data.y):
         if data.loss_kind == LOSS_SQUARE:
-            G.append(data.c * (f - y))
+            G.append(data.c * (f - y) * mp.exp(shift))
         elif data.loss_kind == LOSS_EXP:
-            G.append(-data.c * y * mp.exp(-y * f))
+            G.append(-data.c * y * mp.exp(shift - y * f))
         else:
-            G.append(-data.c * y * _sigmoid(-y * f))
+            G.append(-data.c * y * mp.exp(shift - y * f) * _sigmoid(y * f))
     return G
 
 
@@ -121,20 +122,51 @@ class Series:
     Cm: list
 
 
-def _loss_derivative_order(data: MPData, F, k, G, A0, A1) -> None:
-    """Append order ``k`` of ``G = c l'(f)`` (and of the auxiliary series ``A0``, ``A1``)."""
+def _loss_derivative_order(data: MPData, F, k, G, A0, A1, A2, s0) -> None:
+    """Append order ``k`` of ``G = c l'(f)`` (and of the auxiliary series ``A0``, ``A1``, ``A2``).
+
+    With ``s0`` (the log clock, ``s = ln(1 + t) = s0 + tau``) the series of ``G~ = e^s G``, by the recurrences of
+    :func:`flowlib.kernels.series._loss_derivative_order`.
+    """
     c, y = data.c, data.y
     n = data.n
+    log_clock = s0 is not None
+
+    def exp_series(target, shift):
+        """Order ``k`` of ``exp(shift - y f)`` (``shift = s`` contributes ``1`` to the derivative of the exponent)."""
+        if k == 0:
+            target.append([mp.exp(shift - y[i] * F[0][i]) for i in range(n)])
+            return
+        target.append([(-y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [target[k - l][i] for l in
+                                                                                  range(1, k + 1)])
+                        + (target[k - 1][i] if log_clock else 0)) / k for i in range(n)])
+
     if data.loss_kind == LOSS_SQUARE:
-        G.append([c * (F[k][i] - (y[i] if k == 0 else 0)) for i in range(n)])
+        plain = [c * (F[k][i] - (y[i] if k == 0 else 0)) for i in range(n)]
+        if not log_clock:
+            G.append(plain)
+            return
+        A0.append(plain)
+        weights = [mp.exp(s0) / mp.factorial(l) for l in range(k + 1)]
+        G.append([mp.fdot(weights, [A0[k - l][i] for l in range(k + 1)]) for i in range(n)])
         return
     if data.loss_kind == LOSS_EXP:
-        if k == 0:
-            A0.append([mp.exp(-y[i] * F[0][i]) for i in range(n)])
-        else:
-            A0.append([-y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [A0[k - l][i] for l in range(1, k + 1)])
-                       / k for i in range(n)])
+        exp_series(A0, s0 if log_clock else 0)
         G.append([-c * y[i] * A0[k][i] for i in range(n)])
+        return
+    if log_clock:
+        # G~ = -c y exp(s - q) sigma(q), q = y f: A2 = exp(s - q), A0 = r = sigma(q), A1 = r (1 - r)
+        exp_series(A2, s0)
+        if k == 0:
+            A0.append([_sigmoid(y[i] * F[0][i]) for i in range(n)])
+        else:
+            A0.append([y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [A1[k - l][i] for l in
+                                                                               range(1, k + 1)]) / k
+                       for i in range(n)])
+        A1.append([A0[k][i] - mp.fdot([A0[l][i] for l in range(k + 1)], [A0[k - l][i] for l in range(k + 1)])
+                   for i in range(n)])
+        G.append([-c * y[i] * mp.fdot([A2[l][i] for l in range(k + 1)], [A0[k - l][i] for l in range(k + 1)])
+                  for i in range(n)])
         return
     # logistic: p = 1 / (1 + exp(y f)), p' = -y f' p (1 - p)
     if k == 0:
@@ -147,11 +179,12 @@ def _loss_derivative_order(data: MPData, F, k, G, A0, A1) -> None:
     G.append([-c * y[i] * A0[k][i] for i in range(n)])
 
 
-def taylor_coefficients(data: MPData, S, P, order: int, constraints) -> Series:
+def taylor_coefficients(data: MPData, S, P, order: int, constraints, s0=None) -> Series:
     """Taylor coefficients of the flow under slopes ``S`` from state ``P`` up to ``order``.
 
     ``constraints[j]`` lists ``(slot, sample, pinv_row)`` for the surfaces neuron ``j`` is held on; its velocity is
-    projected order by order exactly as in :func:`flowlib.kernels.series.taylor_coefficients`.
+    projected order by order exactly as in :func:`flowlib.kernels.series.taylor_coefficients`. With ``s0`` the
+    expansion is in the log clock ``s = ln(1 + t)`` about ``s0``.
     """
     n, m, da = data.n, len(P), data.da
     d = da - 1
@@ -160,7 +193,7 @@ def taylor_coefficients(data: MPData, S, P, order: int, constraints) -> Series:
     n_slots = sum(len(c) for c in constraints)
     C = [[list(row) for row in P]]
     # every sum below is an mp.fdot over flat lists (several times faster than summing mpf products)
-    Z, U, UT, F, G, A0, A1, R, outer = [], [], [], [], [], [], [], [], []
+    Z, U, UT, F, G, A0, A1, A2, R, outer = [], [], [], [], [], [], [], [], [], []
     Cm = [[] for _ in range(n_slots)]
     zero = mpf(0)
     for k in range(order):
@@ -173,7 +206,7 @@ def taylor_coefficients(data: MPData, S, P, order: int, constraints) -> Series:
         # f_i^[k] = sum_l sum_j a_j^[l] s_ij z_ij^[k-l]
         a_flat = [a for l in range(lmax + 1) for a in outer[l]]
         F.append([mp.fdot(a_flat, [u for l in range(lmax + 1) for u in U[k - l][i]]) for i in range(n)])
-        _loss_derivative_order(data, F, k, G, A0, A1)
+        _loss_derivative_order(data, F, k, G, A0, A1, A2, s0)
         # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
         Rk = []
         for j in range(m):
@@ -233,8 +266,33 @@ def velocity_energy(C, h) -> mpf:
     return mp.fsum(total) * h
 
 
-def loss_at_state(data: MPData, P) -> mpf:
-    """The loss at ``P`` with the activation pattern read from the state (``s = 1`` where ``z > 0``)."""
+def velocity_energy_log(C, h, s0) -> mpf:
+    """``int_0^h |P'(tau)|^2 e^-(s0 + tau) dtau`` (the log clock's ``int |theta'|^2 dt``), exact for the polynomial:
+    ``sum_n q_n gamma(n + 1, h)`` with the lower incomplete gamma function by its series of positive terms
+    ``gamma(n + 1, h) = h^(n+1) e^-h sum_j h^j / ((n + 1) ... (n + 1 + j))``. The part past ``tau = 50 + 2.4 dps``
+    (below ``e^-50`` of the rest at working precision) is left out, as in the float64 kernel."""
+    K = len(C) - 1
+    m, w = len(C[0]), len(C[0][0])
+    span = min(h, 50 + mpf(24) / 10 * mp.dps)
+    D = [[(k + 1) * C[k + 1][j][q] for j in range(m) for q in range(w)] for k in range(K)]
+    total = []
+    for n in range(2 * K - 1):
+        q_n = mp.fsum(mp.fdot(D[k], D[n - k]) for k in range(max(0, n - K + 1), min(n, K - 1) + 1))
+        term, acc, j = mpf(1), mpf(0), 0
+        while True:
+            term /= n + 1 + j
+            acc += term
+            j += 1
+            term *= span
+            if term < mp.eps * acc:
+                break
+        total.append(q_n * acc * span ** (n + 1))
+    return mp.fsum(total) * mp.exp(-span - s0)
+
+
+def loss_at_state(data: MPData, P, log: bool = False) -> mpf:
+    """The loss (``ln L`` when ``log``) at ``P`` with the pattern read from the state (``s = 1`` where ``z > 0``)."""
     Z = preactivations(data, P)
     S = [[mpf(1) if z > 0 else data.leak for z in row] for row in Z]
-    return loss_value(data, P, S)
+    value = loss_value(data, P, S)
+    return mp.log(value) if log else value
