@@ -7,27 +7,28 @@ method, and every activation event is located to machine precision; see ``DESIGN
 __version__ = "0.1.0"
 
 
-def _mount_source_kernels():
-    """In a source checkout the kernels live in the top-level ``kernels/`` folder, which an installed flowlib
-    has as ``flowlib/kernels`` (DESIGN.md §2; a top-level package named ``kernels`` would collide on PyPI).
-    Mount that folder as ``flowlib.kernels`` when flowlib is imported from the checkout itself."""
+def _mount_source(name: str, folder: str):
+    """In a source checkout the kernels and the validation claims live in the top-level ``kernels/`` and
+    ``validation/`` folders, which an installed flowlib has as ``flowlib/kernels`` and ``flowlib/validation``
+    (DESIGN.md §2; a top-level package named ``kernels`` would collide on PyPI). Mount such a folder as
+    ``flowlib.<name>`` when flowlib is imported from the checkout itself."""
     import importlib.util
     import os
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    source = os.path.join(os.path.dirname(here), "kernels", "__init__.py")
-    if "flowlib.kernels" in sys.modules or os.path.isdir(os.path.join(here, "kernels")) \
-            or not os.path.isfile(source):
+    source = os.path.join(os.path.dirname(here), folder, "__init__.py")
+    if f"flowlib.{name}" in sys.modules or os.path.isdir(os.path.join(here, name)) or not os.path.isfile(source):
         return
-    spec = importlib.util.spec_from_file_location("flowlib.kernels", source,
+    spec = importlib.util.spec_from_file_location(f"flowlib.{name}", source,
                                                   submodule_search_locations=[os.path.dirname(source)])
     module = importlib.util.module_from_spec(spec)
-    sys.modules["flowlib.kernels"] = module
+    sys.modules[f"flowlib.{name}"] = module
     spec.loader.exec_module(module)
 
 
-_mount_source_kernels()
+_mount_source("kernels", "kernels")
+_mount_source("validation", "validation")
 
 from flowlib.problem import Params, Problem  # noqa: E402
 from flowlib.result import DescentResult, Event, Flip, FlowResult, Status, load  # noqa: E402

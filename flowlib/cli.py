@@ -1,5 +1,5 @@
-"""Command line: ``flowlib demo`` (integrate a shipped example, print its events, write a plot) and
-``flowlib info`` (versions and Numba settings)."""
+"""Command line: ``flowlib validate`` (check the papers' claims, write a report), ``flowlib demo`` (integrate a
+shipped example, print its events, write a plot) and ``flowlib info`` (versions and Numba settings)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-rows", type=int, default=40, help="rows of the event table to print")
     demo.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
     demo.set_defaults(run=_demo)
+    sub.add_parser("validate", add_help=False, help="check the source papers' claims; writes report.md, "
+                                                    "report.json and plots (flowlib validate --help)")
     info = sub.add_parser("info", help="versions, Numba settings and kernel warm-up time")
     info.set_defaults(run=_info)
     return parser
@@ -71,5 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``flowlib`` command; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["validate"]:  # its own parser (argparse's REMAINDER would swallow no leading option)
+        from flowlib.validation import runner
+
+        return runner.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.run(args)
