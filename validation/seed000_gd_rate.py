@@ -42,7 +42,7 @@ def _gd_curve(prob, p0, steps: int):
     late = fl.gradient_descent(prob, p0, ETA, steps, record_every=max(1, steps // 10**4)) if steps > split else early
     k = np.concatenate([early.iterations[1:], late.iterations[late.iterations > split]])
     states = np.concatenate([early.states[1:], late.states[late.iterations > split]])
-    pick = np.unique(np.geomspace(1, len(k), 400).astype(int) - 1)
+    pick = np.unique(np.minimum(np.searchsorted(k, np.geomspace(k[0], k[-1], 400)), len(k) - 1))
     return k[pick] * ETA, asymptotics.decision_boundary(prob, states[pick]), late
 
 
