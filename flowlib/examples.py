@@ -140,7 +140,7 @@ def sliding_two_points(scale: float = 1e-8) -> tuple[Problem, Params]:
 
 def linear_teachers_par(k: int = 10, leak: float = 0.1, scale: float = 1e-3, data_seed: int = 4, init_seed: int = 1,
                         n_per_class: int = 50) -> tuple[Problem, Params]:
-    """Seed 001's PAR example (Boursier et al., Theorem 6.2; note 001 case LT-7): linearly separable 2-D data.
+    """Seed 001's PAR example (Sarussi, Brutzkus & Globerson, Theorem 6.2; note 001 case LT-7): linearly separable 2-D data.
 
     ``N(x) = sum_{i<=k} sigma(w_i.x) - sum_{i<=k} sigma(u_i.x)`` with leaky ReLU (slope ``leak``), no bias, outer
     weights fixed at +1 / -1 (rows ``0..k-1`` are the ``w_i``, ``k..2k-1`` the ``u_i``), mean logistic loss,

@@ -51,7 +51,7 @@ DROP_RELEASED = 2
 
 _EPS = 2.220446049250313e-16
 _SIMULTANEOUS = 64.0 * _EPS
-#: |z_ij| below this times max|theta| |(x_i, 1)|_1 is rounding: the state sits on the surface
+#: |z_ij| below this times max|(w_j, b_j)| |(x_i, 1)|_1 is rounding: the state sits on the surface
 _ON_SURFACE = 64.0 * _EPS
 #: an exit polynomial this small relative to ``a_j G_i`` is rounding noise (a multiplier sitting on its bound)
 _EXIT_NOISE = 1e-12
@@ -344,6 +344,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     work = np.empty((6, max(K + 1, STACK)))
     poly = np.empty(K + 1)
     cons_offset = np.zeros(m + 1, np.int64)
+    neuron_scale = np.empty(m)
     slopes_from_state(active, mode, leak, S)
     t = clock[0]
     n_steps = 0
@@ -361,18 +362,25 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             code = status.EVENT_BUFFER_FULL
             break
         # 1. free surfaces the state sits on (to rounding) or whose side disagrees with the sign of z: events now
+        # "on the surface" is relative to the neuron's own (w_j, b_j): the rounding of z_ij is eps |(w_j, b_j)|
+        # |(x_i, 1)|_1, and a neuron far smaller than the others (a dead one) must not be caught by their scale
         preactivations(Xa, P, Z[0])
-        scale = max_abs(P)
+        for j in range(m):
+            size = 0.0
+            for q in range(da):
+                size = max(size, abs(P[j, q]))
+            neuron_scale[j] = size
         pending = False
         for i in range(n):
             reach_i = 0.0
             for q in range(da):
                 reach_i += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
-            reach_i *= _ON_SURFACE * scale
+            reach_i *= _ON_SURFACE
             for j in range(m):
                 z = Z[0, i, j]
                 wrong = (z <= 0.0) if active[i, j] else (z >= 0.0)
-                hit[i, j] = (wrong or abs(z) <= reach_i) and mode[i, j] == MODE_FREE and drop[i, j] == DROP_NONE
+                hit[i, j] = (wrong or abs(z) <= reach_i * neuron_scale[j]) and mode[i, j] == MODE_FREE \
+                    and drop[i, j] == DROP_NONE
                 pending = pending or hit[i, j]
         if pending:
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,

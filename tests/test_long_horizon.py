@@ -2,7 +2,7 @@
 
 References: the seed-000 closed form (Smorodinsky et al., note 000 §1.8; ``test_nonsmooth.seed000_exact``,
 evaluated with mpmath at 80+ digits, where ``t = e^(1e5)`` is an ordinary number), the SVM (7) of seed 001
-(Boursier et al., Theorem 6.2) solved here with SciPy, and ``P*`` of seed 004 (Wang & Pilanci, Theorem 4;
+(Sarussi, Brutzkus & Globerson, Theorem 6.2) solved here with SciPy, and ``P*`` of seed 004 (Wang & Pilanci, Theorem 4;
 verified.md item 1).
 """
 
@@ -164,7 +164,7 @@ def test_two_kink_gd_to_1e9_iterations_keeps_the_log_rate():
 # Seed 001, PAR example LT-7 (acceptance 3)
 # --------------------------------------------------------------------------------------------------------------
 def svm7(prob: fl.Problem, leak: float):
-    """Program (7) of Boursier et al.: min |w|^2 + |u|^2 s.t. w.x - leak u.x >= 1 (y = +1), u.x - leak w.x >= 1
+    """Program (7) of Sarussi, Brutzkus & Globerson: min |w|^2 + |u|^2 s.t. w.x - leak u.x >= 1 (y = +1), u.x - leak w.x >= 1
     (y = -1). SLSQP finds the support set; the KKT system on it is then solved exactly."""
     psi = np.array([np.r_[x, -leak * x] if y > 0 else np.r_[-leak * x, x] for x, y in zip(prob.X, prob.y)])
     res = minimize(lambda z: z @ z, np.r_[1.0, 0.0, -1.0, 0.0], jac=lambda z: 2 * z,

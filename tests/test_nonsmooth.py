@@ -258,3 +258,20 @@ def test_degenerate_data(geometry):
         assert np.all(np.diff(res.loss) <= 1e-14 * res.loss[:-1])
         assert res.balancedness_drift <= 1e-11
         assert res.energy_residual <= 1e-10
+
+
+def test_a_dead_neuron_far_smaller_than_the_others_stays_frozen():
+    """A dead neuron (every z_ij < 0, so zero velocity) 1e-14 times smaller than the live ones: 'on the surface' is
+    judged against the neuron's own scale, so it logs no event and is not moved (seed-002 validation found the
+    former global scale sticking such neurons and collapsing them)."""
+    X, y = examples.orthogonally_separable(8, 3, 0)
+    prob = fl.Problem(X, y, loss="logistic", reduction="sum", bias=True, train_outer=True)
+    p0 = examples.random_init(4, 3, 2)
+    W, b, a = p0.W.copy(), p0.b.copy(), p0.a.copy()
+    W[0], b[0], a[0] = 1e-15 * np.array([0.3, -0.2, 0.1]), -1e-14, 0.0
+    assert np.all(X @ W[0] + b[0] < 0)
+    for clock in ("t", "log"):
+        res = fl.gradient_flow(prob, fl.Params(W=W, b=b, a=a), 1e8, clock=clock)
+        assert res.status == "success"
+        assert not [e for e in res.events if e.neuron == 0]
+        np.testing.assert_array_equal(res.states[-1][0], res.states[0][0])

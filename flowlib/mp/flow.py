@@ -144,11 +144,12 @@ class _Integrator:
         """Free surfaces the state sits on (to rounding) or whose side disagrees with the sign of ``z``."""
         data = self.data
         Z = preactivations(data, self.P)
-        scale = max(abs(x) for row in self.P for x in row)
+        scales = [max(abs(x) for x in row[: data.da]) for row in self.P]  # per neuron, as in the kernel
         hit = set()
         for i in range(data.n):
-            reach = 64 * self.eps * scale * mp.fsum(abs(x) for x in data.normals[i])
+            base = 64 * self.eps * mp.fsum(abs(x) for x in data.normals[i])
             for j in range(len(self.P)):
+                reach = base * scales[j]
                 if self.mode[i][j] != FREE or self.drop[i][j] != DROP_NONE:
                     continue
                 z = Z[i][j]
