@@ -19,7 +19,8 @@ LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = 0, 1, 2
 
 @dataclass(frozen=True)
 class MPData:
-    """A :class:`~flowlib.Problem` with every number an exact mpf (float64 values are exact binary fractions)."""
+    """A :class:`~flowlib.Problem` with every number an exact mpf (float64 values are exact binary fractions); the
+    reduction factor ``1/n`` of the mean is computed at working precision, not taken from its float64 rounding."""
 
     Xa: tuple
     normals: tuple
@@ -35,7 +36,8 @@ class MPData:
         Xa = tuple(tuple(mpf(float(v)) for v in row) for row in problem.augmented_inputs)
         d = problem.d
         normals = tuple(row if problem.bias else row[:d] + (mpf(0),) for row in Xa)
-        return cls(Xa=Xa, normals=normals, y=tuple(mpf(float(v)) for v in problem.y), c=mpf(problem.scale),
+        return cls(Xa=Xa, normals=normals, y=tuple(mpf(float(v)) for v in problem.y),
+                   c=mpf(1) / problem.n if problem.reduction == "mean" else mpf(1),
                    leak=mpf(problem.leak), loss_kind=problem.loss_code, bias=problem.bias,
                    train_outer=problem.train_outer)
 
