@@ -49,6 +49,7 @@ def test_statuses_and_report(dummy_claims, tmp_path):
     data = json.loads(js.read_text())
     assert data["counts"] == {"pass": 1, "fail": 1, "error": 1, "skipped": 1}
     assert data["claims"][0]["data"] == {"value": 2.0} and data["versions"]["flowlib"]
+    assert data["claims"][0]["versions"]["numba"] and data["claims"][0]["runtime_s"] >= 0
 
 
 def test_exit_status_and_arguments(dummy_claims, tmp_path, capsys):

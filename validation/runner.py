@@ -41,6 +41,7 @@ class Record:
     plots: list = field(default_factory=list)
     data: dict = field(default_factory=dict)
     runtime_s: float = 0.0
+    versions: dict = field(default_factory=dict)
 
 
 def load_claims() -> dict:
@@ -69,7 +70,7 @@ def run_claim(claim_id: str, quick: bool, out: str, seed: int = 0) -> Record:
     claims = load_claims()
     c = claims[claim_id]
     record = Record(id=c.id, paper=c.paper, reference=c.reference, statement=c.statement, expect=c.expect,
-                    status="error")
+                    status="error", versions=versions())
     missing = _missing(c.needs)
     if missing:
         record.status = "skipped"
