@@ -17,7 +17,7 @@ from flowlib.kernels import descent as kdescent
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.result import DescentResult, Flip, Status
-from flowlib.running import check_budget, progress_bar, sigint_flag
+from flowlib.running import check_budget, check_problem_params, progress_bar, sigint_flag
 
 _CHUNK_SECONDS = 0.05
 _FIRST_CHUNK_STEPS = {"float64": 1024, "mpmath": 4}
@@ -191,11 +191,7 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
     >>> round(float(gd.loss[-1]), 6) < round(float(gd.loss[0]), 6)
     True
     """
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be a flowlib.Problem, got {type(problem).__name__}")
-    if not isinstance(params0, Params):
-        raise ValueError(f"params0 must be a flowlib.Params, got {type(params0).__name__}")
-    params0.check_against(problem)
+    check_problem_params(problem, params0)
     lr = _check_real(lr, "lr")
     if not math.isfinite(lr) or lr <= 0.0:
         raise ValueError(f"lr must be positive and finite, got {lr!r}")

@@ -138,19 +138,11 @@ def sliding_two_points(scale: float = 1e-8) -> tuple[Problem, Params]:
     return prob, Params(W=[[scale * np.cos(0.3), scale * np.sin(0.3)]], b=None, a=[scale])
 
 
-def linear_teachers_par(k: int = 10, leak: float = 0.1, scale: float = 1e-3, data_seed: int = 4, init_seed: int = 1,
-                        n_per_class: int = 50) -> tuple[Problem, Params]:
-    """Seed 001's PAR example (Sarussi, Brutzkus & Globerson, Theorem 6.2; note 001 case LT-7): linearly separable 2-D data.
-
-    ``N(x) = sum_{i<=k} sigma(w_i.x) - sum_{i<=k} sigma(u_i.x)`` with leaky ReLU (slope ``leak``), no bias, outer
-    weights fixed at +1 / -1 (rows ``0..k-1`` are the ``w_i``, ``k..2k-1`` the ``u_i``), mean logistic loss,
-    Gaussian initialisation of standard deviation ``scale``. Data: ``mu = (1, 0.5)``; positives
-    ``x = mu + 0.7 xi``, negatives ``x = -(mu + 0.7 xi)``, ``xi ~ N(0, I)``, kept when ``y x.mu^ > 0.5`` (the
-    signed filter of verified.md item 6), ``n_per_class`` of each (positives first). The note's own draw was not
-    recorded; ``data_seed = 4`` keeps every non-support point's margin above 1.049, so the ``1/ln t`` regime
-    sets in early.
-    """
-    rng = _rng(data_seed)
+def linear_teachers_data(n_per_class: int = 50, seed=4) -> tuple[np.ndarray, np.ndarray]:
+    """Seed 001's LT-7 distribution (note 001 §6): ``mu = (1, 0.5)``; positives ``x = mu + 0.7 xi``, negatives
+    ``x = -(mu + 0.7 xi)``, ``xi ~ N(0, I)``, kept when ``y x.mu^ > 0.5`` (the signed filter of verified.md item 6),
+    ``n_per_class`` of each, positives first."""
+    rng = _rng(seed)
     mu = np.array([1.0, 0.5])
     mu_hat = mu / np.linalg.norm(mu)
     rows, labels = [], []
@@ -162,7 +154,21 @@ def linear_teachers_par(k: int = 10, leak: float = 0.1, scale: float = 1e-3, dat
                 rows.append(x)
                 labels.append(label)
                 kept += 1
-    prob = Problem(np.array(rows), np.array(labels), loss="logistic", reduction="mean", activation="leaky_relu",
+    return np.array(rows), np.array(labels)
+
+
+def linear_teachers_par(k: int = 10, leak: float = 0.1, scale: float = 1e-3, data_seed: int = 4, init_seed: int = 1,
+                        n_per_class: int = 50) -> tuple[Problem, Params]:
+    """Seed 001's PAR example (Sarussi, Brutzkus & Globerson, Theorem 6.2; note 001 case LT-7): linearly separable 2-D data.
+
+    ``N(x) = sum_{i<=k} sigma(w_i.x) - sum_{i<=k} sigma(u_i.x)`` with leaky ReLU (slope ``leak``), no bias, outer
+    weights fixed at +1 / -1 (rows ``0..k-1`` are the ``w_i``, ``k..2k-1`` the ``u_i``), mean logistic loss,
+    Gaussian initialisation of standard deviation ``scale``. Data: :func:`linear_teachers_data`. The note's own draw was not
+    recorded; ``data_seed = 4`` keeps every non-support point's margin above 1.049, so the ``1/ln t`` regime
+    sets in early.
+    """
+    X, y = linear_teachers_data(n_per_class, data_seed)
+    prob = Problem(X, y, loss="logistic", reduction="mean", activation="leaky_relu",
                    leak=leak, bias=False, train_outer=False)
     W = scale * _rng(init_seed).standard_normal((2 * k, 2))
     return prob, Params(W=W, b=None, a=np.r_[np.ones(k), -np.ones(k)])

@@ -15,7 +15,7 @@ import numpy as np
 from flowlib.kernels import driver, events as kevents, status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.result import EVENT_KINDS, Event, FlowResult, Status
-from flowlib.running import check_budget, check_time, order_for, progress_bar, sigint_flag
+from flowlib.running import check_budget, check_problem_params, check_time, order_for, progress_bar, sigint_flag
 
 #: Default local tolerance of the Taylor step-size rule.
 DEFAULT_RTOL = 1e-13
@@ -139,11 +139,7 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     >>> res.status
     <Status.SUCCESS: 'success'>
     """
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be a flowlib.Problem, got {type(problem).__name__}")
-    if not isinstance(params0, Params):
-        raise ValueError(f"params0 must be a flowlib.Params, got {type(params0).__name__}")
-    params0.check_against(problem)
+    check_problem_params(problem, params0)
     if (t_end is None) == (log_t_end is None):
         raise ValueError("give exactly one of t_end and log_t_end")
     if clock not in CLOCKS:

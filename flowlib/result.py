@@ -66,8 +66,27 @@ class Event:
     multiplier: float = float("nan")
 
 
+class _PackedViews:
+    """``W``, ``b``, ``a`` views of the packed ``states`` (rows ``(w_j, b_j, a_j)``; time-major) of a result."""
+
+    @property
+    def W(self) -> np.ndarray:
+        """Inner weights, shape ``(len(states), m, d)``."""
+        return self.states[:, :, : self.problem.d]
+
+    @property
+    def b(self) -> np.ndarray | None:
+        """Biases, shape ``(len(states), m)``, or ``None`` without bias."""
+        return self.states[:, :, self.problem.d] if self.problem.bias else None
+
+    @property
+    def a(self) -> np.ndarray:
+        """Outer weights, shape ``(len(states), m)``."""
+        return self.states[:, :, self.problem.d + 1]
+
+
 @dataclass(frozen=True)
-class FlowResult:
+class FlowResult(_PackedViews):
     """The gradient flow of a :class:`~flowlib.Problem` from one initialisation.
 
     Attributes
@@ -153,21 +172,6 @@ class FlowResult:
     def success(self) -> bool:
         """True when ``status == "success"``."""
         return self.status == Status.SUCCESS
-
-    @property
-    def W(self) -> np.ndarray:
-        """Inner weights at the step boundaries, shape ``(n_steps + 1, m, d)``."""
-        return self.states[:, :, : self.problem.d]
-
-    @property
-    def b(self) -> np.ndarray | None:
-        """Biases at the step boundaries, shape ``(n_steps + 1, m)``, or ``None`` without bias."""
-        return self.states[:, :, self.problem.d] if self.problem.bias else None
-
-    @property
-    def a(self) -> np.ndarray:
-        """Outer weights at the step boundaries, shape ``(n_steps + 1, m)``."""
-        return self.states[:, :, self.problem.d + 1]
 
     @property
     def n_steps(self) -> int:
@@ -514,7 +518,7 @@ class Flip:
 
 
 @dataclass(frozen=True)
-class DescentResult:
+class DescentResult(_PackedViews):
     """Full-batch gradient descent ``theta_{k+1} = theta_k - lr grad L(theta_k)`` from one initialisation.
 
     Attributes
@@ -575,21 +579,6 @@ class DescentResult:
     def n_flips(self) -> int:
         """Number of activation flips."""
         return len(self.flips)
-
-    @property
-    def W(self) -> np.ndarray:
-        """Inner weights at the recorded iterates, shape ``(n_rec, m, d)``."""
-        return self.states[:, :, : self.problem.d]
-
-    @property
-    def b(self) -> np.ndarray | None:
-        """Biases at the recorded iterates, shape ``(n_rec, m)``, or ``None`` without bias."""
-        return self.states[:, :, self.problem.d] if self.problem.bias else None
-
-    @property
-    def a(self) -> np.ndarray:
-        """Outer weights at the recorded iterates, shape ``(n_rec, m)``."""
-        return self.states[:, :, self.problem.d + 1]
 
     def _row(self, k) -> int:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):

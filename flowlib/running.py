@@ -66,3 +66,15 @@ def check_budget(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_problem_params(problem, params0) -> None:
+    """``problem`` a :class:`~flowlib.Problem`, ``params0`` :class:`~flowlib.Params` that fit it; else
+    ``ValueError`` naming the argument."""
+    from flowlib.problem import Params, Problem
+
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a flowlib.Problem, got {type(problem).__name__}")
+    if not isinstance(params0, Params):
+        raise ValueError(f"params0 must be a flowlib.Params, got {type(params0).__name__}")
+    params0.check_against(problem)

@@ -9,7 +9,6 @@ verified.md item 1).
 import mpmath as mp
 import numpy as np
 import pytest
-from scipy.optimize import minimize
 
 import flowlib as fl
 from flowlib import asymptotics, examples
@@ -169,17 +168,13 @@ def test_two_kink_gd_to_1e9_iterations_keeps_the_log_rate():
 # Seed 001, PAR example LT-7 (acceptance 3)
 # --------------------------------------------------------------------------------------------------------------
 def svm7(prob: fl.Problem, leak: float):
-    """Program (7) of Sarussi, Brutzkus & Globerson: min |w|^2 + |u|^2 s.t. w.x - leak u.x >= 1 (y = +1), u.x - leak w.x >= 1
-    (y = -1). SLSQP finds the support set; the KKT system on it is then solved exactly."""
+    """Program (7) of Sarussi, Brutzkus & Globerson: min |w|^2 + |u|^2 s.t. w.x - leak u.x >= 1 (y = +1),
+    u.x - leak w.x >= 1 (y = -1), by the seed-001 validation's QP solver (SLSQP for the support set, then the exact
+    KKT solve on it, checked)."""
+    from flowlib.validation.seed001_linear_teachers import min_norm_qp
+
     psi = np.array([np.r_[x, -leak * x] if y > 0 else np.r_[-leak * x, x] for x, y in zip(prob.X, prob.y)])
-    res = minimize(lambda z: z @ z, np.r_[1.0, 0.0, -1.0, 0.0], jac=lambda z: 2 * z,
-                   constraints=[{"type": "ineq", "fun": lambda z: psi @ z - 1, "jac": lambda z: psi}],
-                   method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
-    support = np.flatnonzero(psi @ res.x - 1 < 1e-6)
-    A = psi[support]
-    mu = np.linalg.solve(A @ A.T, np.ones(len(support)))
-    z = A.T @ mu
-    assert np.all(mu > 0) and np.min(psi @ z) >= 1 - 1e-12  # KKT: the exact optimum
+    z = min_norm_qp(psi, np.r_[1.0, 0.0, -1.0, 0.0])[0]
     return z[:2], z[2:]
 
 

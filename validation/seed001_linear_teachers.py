@@ -57,19 +57,8 @@ def lt7(init_seed: int = 1, scale: float = 1e-3, k: int = K, leak: float = LEAK)
 
 
 def lt7_sample(n_per_class: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh points from LT-7's distribution (test points): ``x = y (mu + 0.7 xi)`` kept when ``y x.mu^ > 0.5``."""
-    rng = np.random.default_rng(seed)
-    mu_hat = MU / np.linalg.norm(MU)
-    X, y = [], []
-    for label in (1.0, -1.0):
-        kept = 0
-        while kept < n_per_class:
-            x = label * (MU + 0.7 * rng.standard_normal(2))
-            if label * (x @ mu_hat) > 0.5:
-                X.append(x)
-                y.append(label)
-                kept += 1
-    return np.array(X), np.array(y)
+    """Fresh points from LT-7's distribution (test points): :func:`flowlib.examples.linear_teachers_data`."""
+    return examples.linear_teachers_data(n_per_class, np.random.default_rng(seed))
 
 
 def net_outputs(W, X, k: int, leak: float, v: float = V) -> np.ndarray:
