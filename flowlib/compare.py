@@ -131,24 +131,11 @@ class Comparison:
         return "\n".join(lines)
 
     def plot(self, ax=None):
-        """Distance against flow time on log axes, flow events as vertical lines. Returns the figure."""
-        from flowlib.plots import KIND_COLOURS, _axes
+        """Distance against flow time on log axes, flow events as vertical lines (:func:`flowlib.plots.gd_vs_flow`).
+        Returns the figure."""
+        from flowlib import plots
 
-        fig, ax = _axes(ax)
-        keep = (self.times > 0) & (self.distance > 0)
-        ax.loglog(self.times[keep], self.distance[keep], color="tab:blue", lw=1.2,
-                  label=f"GD lr = {self.lr:g} vs flow")
-        seen = set()
-        for ev in self.events:
-            if ev.t > 0:
-                label = None if ev.kind in seen else ev.kind
-                seen.add(ev.kind)
-                ax.axvline(float(ev.t), color=KIND_COLOURS.get(ev.kind, "grey"), alpha=0.5, lw=0.8, label=label)
-        ax.set_xlabel("flow time t = k lr")
-        ax.set_ylabel("max |theta_k - theta(k lr)|")
-        ax.set_title(f"gradient descent vs flow (max {self.max_distance:.2e})")
-        ax.legend(loc="best", fontsize="small")
-        return fig
+        return plots.gd_vs_flow(self, ax)
 
 
 def _flow_states(flow: FlowResult, times: np.ndarray) -> np.ndarray:
@@ -293,20 +280,11 @@ class ConvergenceStudy:
         return "\n".join(lines)
 
     def plot(self, ax=None):
-        """Error against step size on log-log axes with the fitted line. Returns the figure."""
-        from flowlib.plots import _axes
+        """Error against step size on log-log axes with the fitted line (:func:`flowlib.plots.convergence`).
+        Returns the figure."""
+        from flowlib import plots
 
-        fig, ax = _axes(ax)
-        ax.loglog(self.lrs, self.errors, "o-", color="tab:blue", label="GD vs flow")
-        if math.isfinite(self.order):
-            grid = np.geomspace(self.lrs.min(), self.lrs.max(), 50)
-            ax.loglog(grid, self.constant * grid**self.order, "--", color="grey",
-                      label=f"fit: order {self.order:.3f}")
-        ax.set_xlabel("step size lr")
-        ax.set_ylabel(f"{self.metric} distance at t = {self.t_end:g}")
-        ax.set_title("gradient descent -> gradient flow")
-        ax.legend(loc="best", fontsize="small")
-        return fig
+        return plots.convergence(self, ax)
 
 
 METRICS = ("final", "max")
