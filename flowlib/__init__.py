@@ -37,7 +37,10 @@ from flowlib.descent import gradient_descent  # noqa: E402
 from flowlib.compare import compare, convergence_study  # noqa: E402
 from flowlib.piecewise import PiecewiseAffine, PiecewiseResult  # noqa: E402
 from flowlib.warmup import warmup  # noqa: E402
+from flowlib.until import Until  # noqa: E402
+from flowlib.ensemble import ensemble, random_inits  # noqa: E402
+from flowlib.ensemble_result import EnsembleResult  # noqa: E402
 
-__all__ = ["DescentResult", "Event", "Flip", "FlowResult", "Params", "PiecewiseAffine", "PiecewiseResult", "Problem",
-           "Status", "compare", "convergence_study", "gradient_descent", "gradient_flow", "load", "warmup",
-           "__version__"]
+__all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlowResult", "Params", "PiecewiseAffine",
+           "PiecewiseResult", "Problem", "Status", "Until", "compare", "convergence_study", "ensemble",
+           "gradient_descent", "gradient_flow", "load", "random_inits", "warmup", "__version__"]

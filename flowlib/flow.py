@@ -49,11 +49,71 @@ def _evaluate(times, t0, h, C, order):
     return acc
 
 
+def initial_surfaces(problem: Problem, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Side of every surface (``z_ij > 0``) and its mode at the packed state ``P``, as the kernel starts from them.
+
+    ``x_i = 0`` without bias makes ``z_ij`` identically 0: the sample never moves neuron ``j`` and there is no
+    surface at all (``MODE_VOID``).
+    """
+    Xa = problem.augmented_inputs
+    active = np.ascontiguousarray((Xa @ P[:, : P.shape[1] - 1].T) > 0.0)
+    normals = Xa if problem.bias else Xa[:, :-1]
+    mode = np.zeros(active.shape, dtype=np.int8)
+    mode[np.all(normals == 0.0, axis=1), :] = driver.MODE_VOID
+    return active, mode
+
+
 SOLUTIONS = ("filippov", "caratheodory")
 CLOCKS = ("auto", "t", "log")
 #: ``clock="auto"`` integrates in ``ln(1 + t)`` beyond this ``t_end``
 LONG_HORIZON = 1e6
 TIE_POLICIES = {"stay": kevents.TIE_STAY, "leave": kevents.TIE_LEAVE}
+
+
+def resolve_horizon(t_end, log_t_end, clock: str) -> tuple[str, float, float]:
+    """Check the horizon arguments of :func:`gradient_flow`; return the clock (``"t"`` or ``"log"``), ``t_end`` (may
+    be ``inf`` with ``log_t_end``) and the end in the integration variable (``t``, or ``s = ln(1 + t)``)."""
+    if (t_end is None) == (log_t_end is None):
+        raise ValueError("give exactly one of t_end and log_t_end")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
+    if log_t_end is not None:
+        if isinstance(log_t_end, bool) or not isinstance(log_t_end, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(log_t_end):
+            raise ValueError(f"log_t_end must be a finite real number, got {log_t_end!r}")
+        if clock == "t":
+            raise ValueError("log_t_end needs clock='log' (or 'auto')")
+        clock = "log"
+        u_end = float(np.logaddexp(0.0, float(log_t_end)))  # s = ln(1 + t) at t = e^log_t_end
+        t_end = math.exp(log_t_end) if log_t_end < 709.0 else math.inf
+    else:
+        t_end = check_time(t_end)
+        if clock == "auto":
+            clock = "log" if t_end > LONG_HORIZON else "t"
+        u_end = math.log1p(t_end) if clock == "log" else t_end
+    return clock, t_end, u_end
+
+
+def check_rtol(rtol) -> float:
+    """The float64 step tolerance (default :data:`DEFAULT_RTOL`), or ``ValueError`` naming ``rtol``."""
+    rtol = DEFAULT_RTOL if rtol is None else rtol
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating)) or not _MIN_RTOL <= rtol <= 1e-3:
+        raise ValueError(f"rtol must be a number in [{_MIN_RTOL:g}, 1e-3], got {rtol!r}")
+    return float(rtol)
+
+
+def check_solution(problem: Problem, solution: str, selection, tie: str) -> float:
+    """Check the solution concept arguments of :func:`gradient_flow`; return ``selection`` (default ``leak``)."""
+    if solution not in SOLUTIONS:
+        raise ValueError(f"solution must be one of {SOLUTIONS}, got {solution!r}")
+    if selection is None:
+        selection = problem.leak
+    if isinstance(selection, bool) or not isinstance(selection, (int, float, np.floating)) \
+            or not problem.leak <= selection <= 1.0:
+        raise ValueError(f"selection must be a number in [leak, 1] = [{problem.leak}, 1], got {selection!r}")
+    if not isinstance(tie, str) or tie not in TIE_POLICIES:
+        raise ValueError(f"tie must be one of {sorted(TIE_POLICIES)}, got {tie!r}")
+    return float(selection)
 
 
 def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None, *, log_t_end: float | None = None,
@@ -140,40 +200,12 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     <Status.SUCCESS: 'success'>
     """
     check_problem_params(problem, params0)
-    if (t_end is None) == (log_t_end is None):
-        raise ValueError("give exactly one of t_end and log_t_end")
-    if clock not in CLOCKS:
-        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
-    if log_t_end is not None:
-        if isinstance(log_t_end, bool) or not isinstance(log_t_end, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(log_t_end):
-            raise ValueError(f"log_t_end must be a finite real number, got {log_t_end!r}")
-        if clock == "t":
-            raise ValueError("log_t_end needs clock='log' (or 'auto')")
-        clock = "log"
-        u_end = float(np.logaddexp(0.0, float(log_t_end)))  # s = ln(1 + t) at t = e^log_t_end
-        t_end = math.exp(log_t_end) if log_t_end < 709.0 else math.inf
-    else:
-        t_end = check_time(t_end)
-        if clock == "auto":
-            clock = "log" if t_end > LONG_HORIZON else "t"
-        u_end = math.log1p(t_end) if clock == "log" else t_end
+    clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock)
     if dps is not None and (isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < 16):
         raise ValueError(f"dps must be None (float64) or an integer >= 16, got {dps!r}")
     if dps is None:
-        rtol = DEFAULT_RTOL if rtol is None else rtol
-        if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating)) \
-                or not _MIN_RTOL <= rtol <= 1e-3:
-            raise ValueError(f"rtol must be a number in [{_MIN_RTOL:g}, 1e-3], got {rtol!r}")
-    if solution not in SOLUTIONS:
-        raise ValueError(f"solution must be one of {SOLUTIONS}, got {solution!r}")
-    if selection is None:
-        selection = problem.leak
-    if isinstance(selection, bool) or not isinstance(selection, (int, float, np.floating)) \
-            or not problem.leak <= selection <= 1.0:
-        raise ValueError(f"selection must be a number in [leak, 1] = [{problem.leak}, 1], got {selection!r}")
-    if not isinstance(tie, str) or tie not in TIE_POLICIES:
-        raise ValueError(f"tie must be one of {sorted(TIE_POLICIES)}, got {tie!r}")
+        rtol = check_rtol(rtol)
+    selection = check_solution(problem, solution, selection, tie)
     max_steps = check_budget(max_steps, "max_steps")
     max_events = check_budget(max_events, "max_events")
     if callback is not None and not callable(callback):
@@ -195,12 +227,7 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     P = params0.packed()
     n, m, w = problem.n, params0.m, P.shape[1]
     Xa = problem.augmented_inputs
-    active = np.ascontiguousarray((Xa @ P[:, : w - 1].T) > 0.0)
-    # x_i = 0 without bias: z_ij is identically 0 and the sample never moves neuron j (no surface at all)
-    normals = Xa if problem.bias else Xa[:, :-1]
-    void = np.all(normals == 0.0, axis=1)
-    mode = np.zeros((n, m), dtype=np.int8)
-    mode[void, :] = driver.MODE_VOID
+    active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
     now = np.zeros(1)
 

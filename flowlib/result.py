@@ -460,8 +460,9 @@ def numbers_from_text(values, dps: int) -> np.ndarray:
     return out.reshape(np.shape(values))
 
 
-def load(path) -> FlowResult | DescentResult:
-    """Read a result written by :meth:`FlowResult.save` or :meth:`DescentResult.save`.
+def load(path):
+    """Read a result written by :meth:`FlowResult.save`, :meth:`DescentResult.save` or
+    :meth:`EnsembleResult.save`, or the ``out`` folder of :func:`flowlib.ensemble` (unfinished chunks pending).
 
     The ``kind`` field of the saved metadata says which.
 
@@ -470,12 +471,20 @@ def load(path) -> FlowResult | DescentResult:
     ValueError
         If ``path`` is not a flowlib result file.
     """
+    if Path(path).is_dir():
+        from flowlib.ensemble_result import load_store
+
+        return load_store(path)
     with np.load(Path(path), allow_pickle=False) as data:
         if "meta" not in data:
             raise ValueError(f"path {path!s} is not a flowlib result (no metadata)")
         meta = json.loads(str(data["meta"]))
         if meta.get("kind") == "DescentResult":
             return _load_descent(data, meta)
+        if meta.get("kind") == "EnsembleResult":
+            from flowlib.ensemble_result import load_ensemble
+
+            return load_ensemble(data, meta)
         if meta.get("kind") != "FlowResult":
             raise ValueError(f"path {path!s} holds a {meta.get('kind')!r}, not a FlowResult or DescentResult")
         dps = meta.get("dps")

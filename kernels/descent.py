@@ -60,6 +60,73 @@ def descent_loss(Xa, y, loss_kind, c, leak, P):
 
 
 @jit
+def iterate_loss(y, loss_kind, c, leak, P, Z, work):
+    """Loss ``c sum_i l(f_i, y_i)`` at ``P`` from its pre-activations ``Z`` (``work``: scratch of shape ``(n,)``)."""
+    _outputs(P, Z, leak, work)
+    total = 0.0
+    for i in range(Z.shape[0]):
+        total += loss_terms(loss_kind, work[i], y[i])
+    return c * total
+
+
+@jit
+def descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
+    """One iteration ``P <- P - lr grad L(P)`` in place (the single update rule of every GD kernel).
+
+    ``Z`` holds the pre-activations of ``P`` on entry and those of the new iterate on return; ``G`` (shape
+    ``(n,)``) and ``grad`` (shape of ``P``) are scratch. Returns ``False``, with ``P`` and ``Z`` unchanged, when the
+    next iterate would not be finite.
+    """
+    n, da = Xa.shape
+    m = P.shape[0]
+    d = da - 1
+    # residual weights G_i = c l'(f_i) at the current iterate
+    _outputs(P, Z, leak, G)
+    for i in range(n):
+        f = G[i]
+        if loss_kind == LOSS_SQUARE:
+            G[i] = c * (f - y[i])
+        elif loss_kind == LOSS_EXP:
+            G[i] = -c * y[i] * math.exp(-y[i] * f)
+        else:
+            G[i] = -c * y[i] * _stable_sigmoid(-y[i] * f)
+    # gradient, one neuron (row) at a time
+    finite = True
+    for j in range(m):
+        for q in range(da + 1):
+            grad[j, q] = 0.0
+        for i in range(n):
+            z = Z[i, j]
+            if z > 0.0:
+                slope, value = 1.0, z
+            elif z < 0.0:
+                slope, value = leak, leak * z
+            else:
+                slope, value = selection, 0.0
+            g = G[i] * slope
+            for q in range(da):
+                grad[j, q] += g * Xa[i, q]
+            grad[j, da] += G[i] * value
+        a = P[j, da]
+        for q in range(da):
+            grad[j, q] *= a
+        if not bias:
+            grad[j, d] = 0.0
+        if not train_outer:
+            grad[j, da] = 0.0
+        for q in range(da + 1):
+            if not math.isfinite(P[j, q] - lr * grad[j, q]):
+                finite = False
+    if not finite:
+        return False
+    for j in range(m):
+        for q in range(da + 1):
+            P[j, q] -= lr * grad[j, q]
+    preactivations(Xa, P, Z)
+    return True
+
+
+@jit
 def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, active, k_start, k_end,
                   max_steps, record_every, max_flips, out_iter, out_states, out_loss, out_flip_iter,
                   out_flip_neuron, out_flip_sample, out_flip_side):
@@ -115,7 +182,6 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
     """
     n, da = Xa.shape
     m = P.shape[0]
-    d = da - 1
     Z = np.empty((n, m))
     G = np.empty(n)
     grad = np.empty((m, da + 1))
@@ -125,50 +191,9 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
     n_flip = 0
     stop = min(k_end, k_start + max_steps)
     while k < stop:
-        # residual weights G_i = c l'(f_i) at iterate k
-        _outputs(P, Z, leak, G)
-        for i in range(n):
-            f = G[i]
-            if loss_kind == LOSS_SQUARE:
-                G[i] = c * (f - y[i])
-            elif loss_kind == LOSS_EXP:
-                G[i] = -c * y[i] * math.exp(-y[i] * f)
-            else:
-                G[i] = -c * y[i] * _stable_sigmoid(-y[i] * f)
-        # gradient, one neuron (row) at a time
-        finite = True
-        for j in range(m):
-            for q in range(da + 1):
-                grad[j, q] = 0.0
-            for i in range(n):
-                z = Z[i, j]
-                if z > 0.0:
-                    slope, value = 1.0, z
-                elif z < 0.0:
-                    slope, value = leak, leak * z
-                else:
-                    slope, value = selection, 0.0
-                g = G[i] * slope
-                for q in range(da):
-                    grad[j, q] += g * Xa[i, q]
-                grad[j, da] += G[i] * value
-            a = P[j, da]
-            for q in range(da):
-                grad[j, q] *= a
-            if not bias:
-                grad[j, d] = 0.0
-            if not train_outer:
-                grad[j, da] = 0.0
-            for q in range(da + 1):
-                if not math.isfinite(P[j, q] - lr * grad[j, q]):
-                    finite = False
-        if not finite:
+        if not descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
             return status.NONFINITE, k, n_rec, n_flip
-        for j in range(m):
-            for q in range(da + 1):
-                P[j, q] -= lr * grad[j, q]
         k += 1
-        preactivations(Xa, P, Z)
         for i in range(n):
             for j in range(m):
                 up = Z[i, j] > 0.0
@@ -184,11 +209,7 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
             for j in range(m):
                 for q in range(da + 1):
                     out_states[n_rec, j, q] = P[j, q]
-            _outputs(P, Z, leak, G)
-            total = 0.0
-            for i in range(n):
-                total += loss_terms(loss_kind, G[i], y[i])
-            out_loss[n_rec] = c * total
+            out_loss[n_rec] = iterate_loss(y, loss_kind, c, leak, P, Z, G)
             n_rec += 1
             if n_rec == out_iter.shape[0] and k < k_end:
                 return status.RUNNING, k, n_rec, n_flip

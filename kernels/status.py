@@ -13,3 +13,5 @@ NO_CARATHEODORY = 6  #: the Carathéodory selection pushes the state into a surf
 TOO_MANY_SURFACES = 7  #: one neuron sits on more hyperplanes at once than the classifier handles
 NO_PROGRESS = 8  #: the step size underflowed (no progress in time)
 NO_CONSISTENT = 9  #: no configuration of a neuron's simultaneous surfaces is consistent with its own field
+REACHED = 20  #: an ensemble member met its stop rule (``flowlib.Until``)
+DEADLINE = 21  #: an ensemble member's loss did not go below ``Until.loss_below`` by ``Until.deadline``

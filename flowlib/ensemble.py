@@ -1,0 +1,411 @@
+"""``ensemble``: many trajectories in one call, in parallel with Numba or on a Dask cluster, streamed to disk.
+
+The members are cut into chunks. A chunk runs the batch kernels of :mod:`flowlib.kernels.ensemble` (every member
+computes exactly what the serial kernels compute), locally on a pool of threads (the kernels release the GIL) or as
+one Dask task. Finished chunks are written to ``out`` as they arrive, so Ctrl-C (or a ``callback`` returning True)
+loses at most the chunks in flight, and the same call resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from flowlib.ensemble_result import ChunkStore, EnsembleResult, empty_members, versions
+from flowlib.flow import TIE_POLICIES, check_rtol, check_solution, initial_surfaces, resolve_horizon
+from flowlib.problem import Params, Problem
+from flowlib.running import check_budget, order_for, progress_bar, sigint_flag
+from flowlib.until import Until
+
+METHODS = ("flow", "gd")
+
+__all__ = ["ensemble", "random_inits"]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What one chunk needs, picklable for a Dask worker: the members' problems, initial states and settings."""
+
+    method: str
+    problems: tuple
+    which: np.ndarray
+    inits: np.ndarray
+    settings: dict
+
+
+def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None, log_t_end: float | None = None,
+             clock: str = "auto", lr: float | None = None, steps: int | None = None, until: Until | None = None,
+             rtol: float | None = None, solution: str = "filippov", selection: float | None = None,
+             tie: str = "stay", max_steps: int = 1_000_000, max_events: int = 100_000,
+             chunk_size: int | None = None, workers: int | None = None, client=None, out=None,
+             progress: bool = False, callback=None) -> EnsembleResult:
+    """Run the gradient flow (or gradient descent) from many initialisations at once.
+
+    Parameters
+    ----------
+    problem : Problem or sequence of Problem
+        One problem for all members, or one per member (same ``d``; members of equal problems run together).
+    inits : array_like, shape (R, m, d + 2), or sequence of Params
+        Initial parameters, packed as :meth:`Params.packed` (rows ``(w_j, b_j, a_j)``); see :func:`random_inits`.
+    method : {"flow", "gd"}
+        The exact flow (:func:`flowlib.gradient_flow`'s float64 engine) or float64 gradient descent
+        (:func:`flowlib.gradient_descent`'s update rule).
+    t_end, log_t_end, clock
+        Horizon of the flow, as in :func:`flowlib.gradient_flow` (``clock="auto"`` integrates in ``ln(1 + t)`` when
+        ``t_end > 1e6``).
+    lr, steps : float, int
+        Step size and largest number of iterations of gradient descent.
+    until : Until, optional
+        Stop rule (and failure deadline) applied to every member.
+    rtol, solution, selection, tie
+        As in :func:`flowlib.gradient_flow` (``selection`` is also GD's ``sigma'(0)``, default ``leak``).
+    max_steps, max_events : int
+        Budgets of each flow member.
+    chunk_size : int, optional
+        Members per chunk (the unit of progress, of streaming to ``out`` and of a Dask task). Default: about 20
+        chunks, at most 2000 members each.
+    workers : int, optional
+        Threads of a local run (default: the number of cores); the Numba kernels release the GIL.
+    client : dask.distributed.Client or str, optional
+        Run the chunks as tasks on this Dask cluster (or on the scheduler at this address); results are the same,
+        bit for bit, as a local run. Needs the ``dask`` extra.
+    out : path, optional
+        Folder to stream finished chunks to; re-running the same call with the same folder resumes.
+    progress : bool
+        tqdm progress bar over members (``progress`` extra).
+    callback : callable, optional
+        ``callback(done, total)`` after each chunk; returning True stops (as Ctrl-C does).
+
+    Returns
+    -------
+    EnsembleResult
+        Summary arrays; ``complete`` is False when interrupted (the missing members are ``"pending"``).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, for invalid input.
+
+    Examples
+    --------
+    >>> import flowlib as fl
+    >>> from flowlib import examples
+    >>> prob, _ = examples.gd_rate_network(1.0, 0.0, -1.0, 0.0)
+    >>> inits = fl.random_inits(prob, m=2, count=8, scheme="he", a=[1.0, -1.0], bias=0.0, seed=6)
+    >>> ens = fl.ensemble(prob, inits, "gd", lr=0.05, steps=2000)
+    >>> ens.counts()
+    {'success': 8}
+    """
+    started = time.perf_counter()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    problems, which = _problems(problem)
+    inits = _inits(inits, problems)
+    if len(problems) == 1:
+        which = np.zeros(len(inits), np.int64)
+    elif len(which) != len(inits):
+        raise ValueError(f"problem is a sequence of {len(which)} problems but inits has {len(inits)} members")
+    if until is not None and not isinstance(until, Until):
+        raise ValueError(f"until must be a flowlib.Until, got {type(until).__name__}")
+    settings = _settings(method, problems, inits.shape[1:], t_end, log_t_end, clock, lr, steps, until, rtol,
+                         solution, selection, tie, max_steps, max_events)
+    size = _chunk_size(chunk_size, len(inits))
+    if callback is not None and not callable(callback):
+        raise ValueError("callback must be callable")
+    if workers is not None:
+        workers = check_budget(workers, "workers")
+    description = {"method": method, "problems": [p.to_dict() for p in problems],
+                   "problem_index": None if len(problems) == 1 else which.tolist(),
+                   "options": settings["options"], "chunk_size": size, "n_members": len(inits)}
+    store = ChunkStore(out, description, inits) if out is not None else None
+
+    members = empty_members(len(inits), inits.shape[1:])
+    bounds = [(lo, min(lo + size, len(inits))) for lo in range(0, len(inits), size)]
+    todo = []
+    for index, (lo, hi) in enumerate(bounds):
+        if store is not None and store.has(index):
+            _place(members, lo, store.read(index))
+        else:
+            todo.append(index)
+    jobs = {index: _Job(method, problems, which[lo:hi], inits[lo:hi], settings) for index, (lo, hi) in
+            enumerate(bounds) if index in todo}
+    runner = _dask_runner(client) if client is not None else _local_runner(workers)
+    bar = progress_bar(progress, len(inits), f"ensemble ({method})", unit="runs")
+    done = len(inits) - sum(hi - lo for index, (lo, hi) in enumerate(bounds) if index in todo)
+    if bar is not None:
+        bar.update(done)
+    complete = True
+    try:
+        with sigint_flag() as interrupted:
+            for index, arrays in runner(jobs):
+                lo, hi = bounds[index]
+                _place(members, lo, arrays)
+                if store is not None:
+                    store.write(index, arrays)
+                done += hi - lo
+                if bar is not None:
+                    bar.update(hi - lo)
+                stop = bool(callback(done, len(inits))) if callback is not None else False
+                if interrupted["set"] or stop:
+                    complete = done == len(inits)
+                    break
+    finally:
+        runner.close()
+        if bar is not None:
+            bar.close()
+    meta = {"versions": versions()}
+    if store is not None:
+        meta["fingerprint"] = store.fingerprint
+    return EnsembleResult(method=method, problems=problems, problem_index=which, inits=inits,
+                          options=settings["options"], wall_s=time.perf_counter() - started, complete=complete,
+                          meta=meta, **members)
+
+
+def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", scale: float = 1.0, a=None,
+                 bias: float | None = 0.0, seed=0) -> np.ndarray:
+    """``count`` random initialisations of an ``m``-neuron network, packed (shape ``(count, m, d + 2)``).
+
+    Parameters
+    ----------
+    problem : Problem
+    m, count : int
+    scheme : {"he", "normal", "balanced"}
+        ``"he"``: ``w_j ~ N(0, 2/d I)`` (He et al.; seed 000's Section 6 draws ``N(0, 2)`` with ``d = 1``),
+        ``a_j ~ N(0, 1/m)``. ``"normal"``: ``w_j ~ N(0, scale^2 I)``, ``a_j ~ N(0, scale^2)``. ``"balanced"``:
+        ``w_j ~ scale N(0, I/d)`` and ``a_j = +-|w_j|`` with a random sign (``|a_j| = ||w_j||``, seeds 002/003).
+    scale : float
+        Multiplies every draw of ``"he"``; the standard deviation of ``"normal"``; the size of ``"balanced"``.
+    a : array_like, optional
+        Fixed outer weights (shape ``(m,)``) instead of random ones (seed 000: ``(1, -1)``).
+    bias : float or None
+        Value of every bias (default 0); ``None`` draws biases like the weights.
+    seed : int or numpy.random.Generator
+
+    The draws are, in this order, ``W`` (shape ``(count, m, d)``), the biases if drawn, then the outer weights if
+    drawn, from ``numpy.random.default_rng(seed)``.
+    """
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a flowlib.Problem, got {type(problem).__name__}")
+    m, count = check_budget(m, "m"), check_budget(count, "count")
+    if scheme not in ("he", "normal", "balanced"):
+        raise ValueError(f"scheme must be 'he', 'normal' or 'balanced', got {scheme!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0 or not math.isfinite(scale):
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    rng = np.random.default_rng(seed)
+    d = problem.d
+    sd = {"he": scale * math.sqrt(2.0 / d), "normal": scale, "balanced": scale / math.sqrt(d)}[scheme]
+    out = np.zeros((count, m, d + 2))
+    out[:, :, :d] = rng.normal(0.0, sd, size=(count, m, d))
+    if problem.bias:
+        out[:, :, d] = rng.normal(0.0, sd, size=(count, m)) if bias is None else float(bias)
+    if a is not None:
+        a = np.asarray(a, dtype=np.float64)
+        if a.shape != (m,):
+            raise ValueError(f"a must have shape ({m},), got {a.shape}")
+        out[:, :, d + 1] = a
+    elif scheme == "balanced":
+        norms = np.linalg.norm(out[:, :, : d + (1 if problem.bias else 0)], axis=2)
+        out[:, :, d + 1] = norms * rng.choice([-1.0, 1.0], size=(count, m))
+    else:
+        out[:, :, d + 1] = rng.normal(0.0, scale / math.sqrt(m) if scheme == "he" else sd, size=(count, m))
+    return out
+
+
+# ----- argument checks ------------------------------------------------------------------------------------------
+def _problems(problem) -> tuple[tuple, np.ndarray]:
+    """Distinct problems and each member's index into them."""
+    if isinstance(problem, Problem):
+        return (problem,), np.zeros(0, np.int64)
+    try:
+        items = list(problem)
+    except TypeError:
+        raise ValueError(f"problem must be a flowlib.Problem or a sequence of them, got {type(problem).__name__}")
+    if not items or not all(isinstance(p, Problem) for p in items):
+        raise ValueError("problem must be a flowlib.Problem or a non-empty sequence of them")
+    if len({p.d for p in items}) != 1:
+        raise ValueError("the problems of one ensemble must share the input dimension d")
+    distinct, index, seen = [], [], {}
+    for p in items:
+        if id(p) not in seen:
+            seen[id(p)] = len(distinct)
+            distinct.append(p)
+        index.append(seen[id(p)])
+    return tuple(distinct), np.asarray(index, np.int64)
+
+
+def _inits(inits, problems) -> np.ndarray:
+    if isinstance(inits, Params):
+        raise ValueError("inits must hold many initialisations: an array (R, m, d + 2) or a sequence of Params")
+    if isinstance(inits, (list, tuple)) and inits and all(isinstance(p, Params) for p in inits):
+        for p in inits:
+            p.check_against(problems[0])
+        inits = np.stack([p.packed() for p in inits])
+    arr = np.array(inits, dtype=np.float64)
+    d = problems[0].d
+    if arr.ndim != 3 or arr.shape[0] == 0 or arr.shape[1] == 0 or arr.shape[2] != d + 2:
+        raise ValueError(f"inits must have shape (R, m, {d + 2}) (rows (w_j, b_j, a_j)), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("inits must be finite")
+    for p in problems:
+        if not p.bias and np.any(arr[:, :, d] != 0.0):
+            raise ValueError("inits has nonzero biases but the problem has bias=False")
+    return np.ascontiguousarray(arr)
+
+
+def _chunk_size(chunk_size, count: int) -> int:
+    if chunk_size is None:
+        return max(1, min(2000, math.ceil(count / 20)))
+    return check_budget(chunk_size, "chunk_size")
+
+
+def _settings(method, problems, shape, t_end, log_t_end, clock, lr, steps, until, rtol, solution, selection, tie,
+              max_steps, max_events) -> dict:
+    """Checked options of the run: kernel arguments (``kernel``) and their JSON record (``options``)."""
+    leak = min(p.leak for p in problems)
+    selection = check_solution(problems[0], solution, selection, tie) if len(problems) == 1 else \
+        check_solution(Problem(X=[[1.0]], y=[1.0], activation="leaky_relu" if leak else "relu", leak=leak),
+                       solution, selection, tie)
+    rule = until if until is not None else Until()
+    loss_below, coef, offset, lin_tol = rule.kernel_arguments(shape)
+    options = {"method": method, "until": rule.to_dict(), "selection": selection}
+    if method == "gd":
+        if t_end is not None or log_t_end is not None:
+            raise ValueError("t_end/log_t_end are for method='flow'; gradient descent takes lr and steps")
+        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or not (lr > 0 and math.isfinite(lr)):
+            raise ValueError(f"lr must be a positive number, got {lr!r}")
+        steps = check_budget(steps, "steps")
+        deadline = -1
+        if rule.deadline is not None:
+            ratio = rule.deadline / float(lr)
+            deadline = int(round(ratio)) if abs(ratio - round(ratio)) <= 1e-9 * max(1.0, ratio) else int(ratio)
+        options.update(lr=float(lr), steps=steps)
+        kernel = {"lr": float(lr), "selection": selection, "steps": steps, "deadline_steps": deadline,
+                  "loss_below": loss_below, "coef": coef, "offset": offset, "lin_tol": lin_tol}
+        return {"kernel": kernel, "options": options}
+    if lr is not None or steps is not None:
+        raise ValueError("lr and steps are for method='gd'; the flow takes t_end (or log_t_end)")
+    clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock)
+    rtol = check_rtol(rtol)
+    log_clock = clock == "log"
+    deadline = math.inf if rule.deadline is None else rule.deadline
+    order = order_for(rtol)
+    options.update(t_end=t_end, clock=clock, rtol=rtol, solution=solution, tie=tie,
+                   max_steps=check_budget(max_steps, "max_steps"), max_events=check_budget(max_events, "max_events"))
+    kernel = {"order": order, "rtol": rtol, "caratheodory": solution == "caratheodory", "selection": selection,
+              "tie": TIE_POLICIES[tie], "log_clock": log_clock, "u_end": u_end,
+              "u_deadline": math.log1p(deadline) if log_clock else deadline, "max_steps": options["max_steps"],
+              "max_events": options["max_events"], "loss_below": loss_below, "coef": coef, "offset": offset,
+              "lin_tol": lin_tol}
+    return {"kernel": kernel, "options": options}
+
+
+# ----- computing chunks -----------------------------------------------------------------------------------------
+def compute_chunk(job: _Job, pool=None) -> dict:
+    """The per-member arrays of one chunk (what a Dask task returns). With a thread ``pool`` the members are run in
+    small slices on its threads (the kernels release the GIL); each member's numbers are the same either way."""
+    count, shape = len(job.inits), job.inits.shape[1:]
+    members = empty_members(count, shape)
+    for index, problem in enumerate(job.problems):
+        rows = np.flatnonzero(job.which == index) if len(job.problems) > 1 else np.arange(count)
+        if not len(rows):
+            continue
+        P0 = job.inits[rows]
+        if pool is None:
+            slices = [slice(0, len(rows))]
+        else:
+            step = max(1, len(rows) // (8 * pool._max_workers))
+            slices = [slice(lo, lo + step) for lo in range(0, len(rows), step)]
+        run = partial(_run_group, job.method, problem, settings=job.settings["kernel"])
+        parts = map(run, (np.ascontiguousarray(P0[s]) for s in slices)) if pool is None else \
+            pool.map(run, [np.ascontiguousarray(P0[s]) for s in slices])
+        for s, part in zip(slices, parts):
+            for name, values in part.items():
+                members[name][rows[s]] = values
+    return members
+
+
+def _run_group(method, problem, P0, settings) -> dict:
+    """Members of one problem through the batch kernel of ``method``."""
+    from flowlib.kernels import ensemble as kens
+
+    k = settings
+    count = len(P0)
+    Xa, args = problem.augmented_inputs, (problem.y, problem.loss_code, problem.scale, problem.leak)
+    out_P, out_code = np.empty_like(P0), np.empty(count, np.int64)
+    if method == "gd":
+        out_steps, out_info = np.empty(count, np.int64), np.empty((count, 3))
+        kens.descend_batch(Xa, *args, k["selection"], problem.bias, problem.train_outer, k["lr"], P0, k["steps"],
+                           k["loss_below"], k["deadline_steps"], k["coef"], k["offset"], k["lin_tol"], out_P,
+                           out_code, out_steps, out_info)
+        return {"final": out_P, "loss": out_info[:, 0], "t": out_steps * k["lr"], "steps": out_steps,
+                "events": out_info[:, 1].astype(np.int64), "event_counts": np.zeros((count, 6), np.int64),
+                "status_code": out_code.astype(np.int16)}
+    surfaces = [initial_surfaces(problem, P) for P in P0]
+    active0 = np.ascontiguousarray(np.stack([s[0] for s in surfaces]))
+    mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
+    nodes, weights = np.polynomial.legendre.leggauss(k["order"] + 1)
+    nodes, weights = 0.5 * (nodes + 1.0), 0.5 * weights
+    out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 3))
+    kens.flow_batch(Xa, *args, problem.bias, problem.train_outer, k["order"], k["rtol"], k["caratheodory"],
+                    k["selection"], k["tie"], k["log_clock"], nodes, weights, P0, active0, mode0, k["u_end"],
+                    k["u_deadline"], k["max_steps"], k["max_events"], k["loss_below"], k["coef"], k["offset"],
+                    k["lin_tol"], out_P, out_code, out_counts, out_info)
+    with np.errstate(over="ignore"):
+        t = np.expm1(out_info[:, 0]) if k["log_clock"] else out_info[:, 0]
+        loss = np.exp(out_info[:, 1]) if k["log_clock"] else out_info[:, 1]
+    return {"final": out_P, "loss": loss, "t": t, "steps": out_info[:, 2].astype(np.int64),
+            "events": out_counts.sum(axis=1), "event_counts": out_counts, "status_code": out_code.astype(np.int16)}
+
+
+def _place(members: dict, lo: int, arrays: dict) -> None:
+    for name, values in arrays.items():
+        members[name][lo: lo + len(values)] = values
+
+
+class _local_runner:
+    """Chunks one after the other in this process, the members of a chunk in slices on a pool of threads."""
+
+    def __init__(self, workers):
+        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+
+    def __call__(self, jobs: dict):
+        for index, job in jobs.items():
+            yield index, compute_chunk(job, self.pool)
+
+    def close(self):
+        self.pool.shutdown(cancel_futures=True)
+
+
+class _dask_runner:
+    """Chunks as tasks on a Dask cluster, yielded as they finish; pending tasks are cancelled on close."""
+
+    def __init__(self, client):
+        try:
+            from dask.distributed import Client, as_completed
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("client= needs dask.distributed: pip install 'flowlib[dask]'") from exc
+        self._own = isinstance(client, str)
+        if not self._own and not isinstance(client, Client):
+            raise ValueError(f"client must be a dask.distributed.Client or a scheduler address, got {client!r}")
+        self.client = Client(client) if self._own else client
+        self._as_completed = as_completed
+        self._futures = {}
+
+    def __call__(self, jobs: dict):
+        self._futures = {self.client.submit(compute_chunk, job, pure=False): index for index, job in jobs.items()}
+        for future in self._as_completed(list(self._futures)):
+            yield self._futures[future], future.result()
+
+    def close(self):
+        pending = [f for f in self._futures if not f.done()]
+        if pending:
+            self.client.cancel(pending)
+        if self._own:
+            self.client.close()
+

@@ -1,0 +1,258 @@
+"""``EnsembleResult``: the summary arrays of many trajectories, and the folder an ensemble streams its chunks to.
+
+An ensemble run with ``out=FOLDER`` writes ``meta.json`` (problem, options, versions and a fingerprint of all of
+it and of the initialisations), ``inits.npy``, and one ``chunk_NNNNNN.npz`` per finished chunk of members, each
+written atomically (a temporary name, then a rename). Re-running the same call finds the finished chunks and
+computes only the others: an interrupted ensemble resumes where it stopped, with identical results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from flowlib.kernels import constants as kconst
+from flowlib.kernels import status as kstatus
+from flowlib.problem import Params, Problem
+
+#: Member not computed (yet): the ensemble was interrupted before its chunk ran.
+PENDING = -1
+REACHED = kstatus.REACHED
+DEADLINE = kstatus.DEADLINE
+
+STATUS_NAMES = {PENDING: "pending", kstatus.SUCCESS: "success", REACHED: "reached", DEADLINE: "deadline",
+                kstatus.MAX_STEPS: "max_steps", kstatus.MAX_EVENTS: "max_events", kstatus.NONFINITE: "failed",
+                kstatus.NO_CARATHEODORY: "no_caratheodory_solution", kstatus.TOO_MANY_SURFACES: "failed",
+                kstatus.NO_PROGRESS: "failed", kstatus.NO_CONSISTENT: "failed"}
+#: Column names of :attr:`EnsembleResult.event_counts`.
+EVENT_COLUMNS = ("cross", "slide_start", "slide_end", "stick", "tie", "zeno")
+assert [kconst.EVENT_CROSS, kconst.EVENT_SLIDE_START, kconst.EVENT_SLIDE_END, kconst.EVENT_STICK, kconst.EVENT_TIE,
+        kconst.EVENT_ZENO] == list(range(len(EVENT_COLUMNS)))
+
+#: Per-member arrays of a chunk and of a result, with their dtypes.
+MEMBER_ARRAYS = {"final": np.float64, "loss": np.float64, "t": np.float64, "steps": np.int64, "events": np.int64,
+                 "event_counts": np.int64, "status_code": np.int16}
+
+
+def versions() -> dict:
+    """Versions of what produced the numbers."""
+    import numba
+    import scipy
+
+    from flowlib import __version__
+
+    return {"flowlib": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "numba": numba.__version__, "scipy": scipy.__version__, "machine": platform.machine()}
+
+
+def empty_members(count: int, shape: tuple[int, int]) -> dict:
+    """Per-member arrays for ``count`` members not computed yet."""
+    return {"final": np.full((count,) + shape, np.nan), "loss": np.full(count, np.nan),
+            "t": np.full(count, np.nan), "steps": np.full(count, -1, np.int64), "events": np.full(count, -1, np.int64),
+            "event_counts": np.full((count, len(EVENT_COLUMNS)), -1, np.int64),
+            "status_code": np.full(count, PENDING, np.int16)}
+
+
+@dataclass
+class EnsembleResult:
+    """Summary of an ensemble run (:func:`flowlib.ensemble`): one row per member.
+
+    Attributes
+    ----------
+    method : {"flow", "gd"}
+    problems : tuple of Problem
+        The distinct problems; member ``r`` trains ``problems[problem_index[r]]``.
+    problem_index : ndarray of int64, shape (R,)
+    inits : ndarray, shape (R, m, d + 2)
+        Initial packed parameters (rows ``(w_j, b_j, a_j)``).
+    final : ndarray, shape (R, m, d + 2)
+        Parameters where each member stopped (``nan`` for pending members).
+    loss : ndarray, shape (R,)
+        Loss there.
+    t : ndarray, shape (R,)
+        Flow time there (``k lr`` for gradient descent).
+    steps : ndarray of int64, shape (R,)
+        Taylor steps (flow) or iterations (GD).
+    events : ndarray of int64, shape (R,)
+        Events (flow) or activation flips (GD).
+    event_counts : ndarray of int64, shape (R, 6)
+        Events per kind, columns :data:`EVENT_COLUMNS` (zeros for GD).
+    status_code : ndarray of int16, shape (R,)
+        Per-member status code; :attr:`status` gives the names.
+    options : dict
+        The options of the run (method, budgets, stop rule, ...).
+    wall_s : float
+        Seconds spent computing (this call only; a resumed run does not add earlier calls).
+    complete : bool
+        ``False`` when the run was interrupted: some members are ``"pending"``; re-run with the same ``out`` to
+        finish.
+    meta : dict
+        Versions and fingerprint.
+    """
+
+    method: str
+    problems: tuple
+    problem_index: np.ndarray
+    inits: np.ndarray
+    final: np.ndarray
+    loss: np.ndarray
+    t: np.ndarray
+    steps: np.ndarray
+    events: np.ndarray
+    event_counts: np.ndarray
+    status_code: np.ndarray
+    options: dict
+    wall_s: float = 0.0
+    complete: bool = True
+    meta: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.status_code)
+
+    @property
+    def problem(self) -> Problem:
+        """The problem, when all members share one (``ValueError`` otherwise)."""
+        if len(self.problems) != 1:
+            raise ValueError(f"this ensemble has {len(self.problems)} problems; use problems[problem_index[r]]")
+        return self.problems[0]
+
+    @property
+    def status(self) -> np.ndarray:
+        """Status name of each member: ``"reached"``, ``"deadline"``, ``"success"`` (horizon or step count
+        reached), ``"max_steps"``, ``"max_events"``, ``"failed"``, ``"no_caratheodory_solution"``, ``"pending"``."""
+        return np.array([STATUS_NAMES.get(int(c), "failed") for c in self.status_code])
+
+    @property
+    def done(self) -> np.ndarray:
+        """Mask of computed members."""
+        return self.status_code != PENDING
+
+    def counts(self) -> dict:
+        """How many members ended with each status."""
+        names, numbers = np.unique(self.status, return_counts=True)
+        return {str(k): int(v) for k, v in zip(names, numbers)}
+
+    def params(self, r: int, which: str = "final") -> Params:
+        """``Params`` of member ``r``: ``which="final"`` (where it stopped) or ``"init"``."""
+        if which not in ("final", "init"):
+            raise ValueError(f"which must be 'final' or 'init', got {which!r}")
+        rows = (self.final if which == "final" else self.inits)[r]
+        return Params.unpacked(rows, self.problems[int(self.problem_index[r])].bias)
+
+    def summary(self) -> str:
+        """A few lines: statuses, steps, events, times, losses."""
+        done = self.done
+        what = "gradient descent" if self.method == "gd" else "gradient flow"
+        lines = [f"ensemble of {len(self)} {what} runs ({int(done.sum())} computed, {self.wall_s:.2f} s): "
+                 + ", ".join(f"{k} {v}" for k, v in self.counts().items())]
+        if done.any():
+            unit = "iterations" if self.method == "gd" else "Taylor steps"
+            q = np.percentile(self.steps[done], [0, 50, 100])
+            lines.append(f"{unit}: min {q[0]:.0f}, median {q[1]:.0f}, max {q[2]:.0f}; "
+                         f"{'flips' if self.method == 'gd' else 'events'}: median {np.median(self.events[done]):.0f}")
+            lines.append(f"time reached: median {np.median(self.t[done]):.6g}; final loss: median "
+                         f"{np.median(self.loss[done]):.6g}")
+        return "\n".join(lines)
+
+    # ----- persistence --------------------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write to ``path`` (``.npz``, metadata as JSON text; loadable with :func:`flowlib.load`, no pickle)."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        meta = {"schema": 1, "kind": "EnsembleResult", "method": self.method,
+                "problems": [p.to_dict() for p in self.problems], "options": self.options, "wall_s": self.wall_s,
+                "complete": self.complete, "meta": self.meta}
+        arrays = {name: getattr(self, name) for name in MEMBER_ARRAYS}
+        np.savez_compressed(path, inits=self.inits, problem_index=self.problem_index, meta=np.array(json.dumps(meta)),
+                            **arrays)
+        return path
+
+
+def load_ensemble(data, meta) -> EnsembleResult:
+    """The :class:`EnsembleResult` of an ``.npz`` written by :meth:`EnsembleResult.save` (``flowlib.load``)."""
+    return EnsembleResult(method=meta["method"], problems=tuple(Problem(**p) for p in meta["problems"]),
+                          problem_index=data["problem_index"], inits=data["inits"],
+                          options=meta["options"], wall_s=meta["wall_s"], complete=meta["complete"], meta=meta["meta"],
+                          **{name: data[name] for name in MEMBER_ARRAYS})
+
+
+class ChunkStore:
+    """The folder an ensemble streams to: ``meta.json``, ``inits.npy``, ``chunk_NNNNNN.npz``.
+
+    Parameters
+    ----------
+    folder : path
+    description : dict
+        JSON-friendly: method, problems, problem index, options, chunk size. With the initialisations it makes the
+        fingerprint; a folder holding another ensemble's chunks raises ``ValueError`` naming ``out``.
+    inits : ndarray
+    """
+
+    def __init__(self, folder, description: dict, inits: np.ndarray):
+        self.folder = Path(folder)
+        digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode())
+        digest.update(np.ascontiguousarray(inits).tobytes())
+        self.fingerprint = digest.hexdigest()
+        meta_path = self.folder / "meta.json"
+        if meta_path.exists():
+            stored = json.loads(meta_path.read_text())
+            if stored.get("fingerprint") != self.fingerprint:
+                raise ValueError(f"out={str(folder)!r} holds another ensemble (different problem, options or "
+                                 "initialisations); give a new folder or delete it")
+            return
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ValueError(f"out={str(folder)!r} exists and is not a folder")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        np.save(self.folder / "inits.npy", inits)
+        meta = dict(description, kind="EnsembleStore", fingerprint=self.fingerprint, versions=versions())
+        _atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta, indent=1)))
+
+    def chunk_path(self, index: int) -> Path:
+        return self.folder / f"chunk_{index:06d}.npz"
+
+    def has(self, index: int) -> bool:
+        return self.chunk_path(index).exists()
+
+    def read(self, index: int) -> dict:
+        with np.load(self.chunk_path(index), allow_pickle=False) as data:
+            return {name: data[name] for name in MEMBER_ARRAYS}
+
+    def write(self, index: int, arrays: dict) -> None:
+        _atomic_write(self.chunk_path(index), lambda tmp: np.savez(tmp, **arrays))
+
+
+def _atomic_write(path: Path, write) -> None:
+    """``write(tmp)`` to a temporary sibling, then rename over ``path`` (a reader never sees half a file)."""
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def load_store(folder) -> EnsembleResult:
+    """Assemble an :class:`EnsembleResult` from an ensemble's ``out`` folder (finished chunks; others pending)."""
+    folder = Path(folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    inits = np.load(folder / "inits.npy")
+    members = empty_members(len(inits), inits.shape[1:])
+    size = meta["chunk_size"]
+    complete = True
+    for index, lo in enumerate(range(0, len(inits), size)):
+        path = folder / f"chunk_{index:06d}.npz"
+        if not path.exists():
+            complete = False
+            continue
+        with np.load(path, allow_pickle=False) as data:
+            for name in MEMBER_ARRAYS:
+                members[name][lo: lo + size] = data[name]
+    return EnsembleResult(method=meta["method"], problems=tuple(Problem(**p) for p in meta["problems"]),
+                          problem_index=(np.zeros(len(inits), np.int64) if meta["problem_index"] is None
+                                         else np.asarray(meta["problem_index"], np.int64)), inits=inits,
+                          options=meta["options"], complete=complete,
+                          meta={"versions": meta["versions"], "fingerprint": meta["fingerprint"]}, **members)
