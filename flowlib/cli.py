@@ -1,5 +1,6 @@
-"""Command line: ``flowlib validate`` (check the papers' claims, write a report), ``flowlib demo`` (integrate a
-shipped example, print its events, write a plot) and ``flowlib info`` (versions and Numba settings)."""
+"""Command line: ``flowlib validate`` (check the papers' claims, write a report), ``flowlib run CONFIG`` (a run
+configuration: results and plots), ``flowlib demo`` (integrate a shipped example, print its events, write a plot)
+and ``flowlib info`` (versions and Numba settings)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,23 @@ def _info(args) -> int:
     return 0
 
 
+def _run(args) -> int:
+    from flowlib import config, pipeline
+
+    if args.list or args.config is None:
+        print(pipeline.describe(config.shipped()))
+        return 0
+    cfg = config.load(args.config, quick=args.quick, out=args.out)
+    progress = args.progress
+    if progress:
+        try:
+            import tqdm  # noqa: F401
+        except ImportError:
+            print("(no progress bar: pip install 'flowlib[progress]')")
+            progress = False
+    return pipeline.execute(cfg, progress=progress)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``flowlib`` argument parser."""
     from flowlib.examples import EXAMPLES
@@ -64,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-rows", type=int, default=40, help="rows of the event table to print")
     demo.add_argument("--progress", action="store_true", help="show a progress bar (needs tqdm)")
     demo.set_defaults(run=_demo)
+    run = sub.add_parser("run", help="run a configuration file (or a shipped one: flowlib run --list); writes "
+                                     "results and plots; an interrupted ensemble resumes when run again")
+    run.add_argument("config", nargs="?", help="a TOML file or the name of a shipped configuration")
+    run.add_argument("--quick", action="store_true", help="apply the configuration's [quick] overrides")
+    run.add_argument("--out", help="output folder (default: the configuration's output.dir)")
+    run.add_argument("--list", action="store_true", help="list the shipped configurations")
+    run.add_argument("--progress", action="store_true", help="show progress bars (needs tqdm)")
+    run.set_defaults(run=_run)
     sub.add_parser("validate", add_help=False, help="check the source papers' claims; writes report.md, "
                                                     "report.json and plots (flowlib validate --help)")
     info = sub.add_parser("info", help="versions, Numba settings and kernel warm-up time")
@@ -79,4 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return runner.main(argv[1:])
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except ValueError as exc:  # bad input: the message names the argument or key
+        print(f"flowlib {args.command}: error: {exc}", file=sys.stderr)
+        return 2
