@@ -110,7 +110,7 @@ def _single_plots(config: RunConfig, flow, gd, log) -> list:
     if flow is not None and "events" in wanted:
         written.append(_save(plots.event_raster(flow), out / "events.png"))
     main = flow if flow is not None else gd
-    if "directions" in wanted and d == 2:
+    if "directions" in wanted and (d == 2 or (d == 1 and config.problem.bias)):
         written.append(_save(plots.neuron_directions(main), out / "directions.png"))
     if "boundary" in wanted and d in (1, 2):
         written.append(_save(plots.decision_boundary(main), out / "boundary.png"))

@@ -366,20 +366,27 @@ def _unit_rows(V: np.ndarray) -> np.ndarray:
         return V / np.linalg.norm(V, axis=-1, keepdims=True)
 
 
+def _direction_inputs(problem) -> np.ndarray:
+    """The 2-D vectors neuron directions are compared with: ``x_i`` for ``d = 2``, ``(x_i, 1)`` for ``d = 1`` with a
+    bias (then the neuron's direction is that of ``(w_j, b_j)``, Boursier & Flammarion's Figure 2)."""
+    return problem.X if problem.d == 2 else problem.augmented_inputs
+
+
 def _draw_data_directions(ax, problem, outer: float):
     """Unit circle, ``x_i / |x_i|`` coloured by the sign of ``y_i``, and the hyperplanes ``<w, x_i> = 0`` (dotted
     lines through the origin up to radius ``outer``)."""
     angle = np.linspace(0.0, 2.0 * np.pi, 361)
     ax.plot(np.cos(angle), np.sin(angle), color="0.6", lw=0.8, zorder=1)
-    U = _unit_rows(problem.X)
+    U = _unit_rows(_direction_inputs(problem))
     for ux, uy in U if len(U) <= MAX_HYPERPLANES else ():
         ax.plot([-outer * uy, outer * uy], [outer * ux, -outer * ux], ":", color="tab:green", lw=0.7, alpha=0.6,
                 zorder=1)
     sign = np.where(problem.y > 0, 1, -1)
+    what = "x_i / |x_i|" if problem.d == 2 else "x_i: (x_i, 1) / |(x_i, 1)|"
     for s, text in ((1, "y > 0"), (-1, "y < 0")):
         if np.any(sign == s):
             ax.scatter(U[sign == s, 0], U[sign == s, 1], marker="*", s=140, color=SIGN_COLOURS[s], edgecolor="k",
-                       linewidth=0.5, zorder=4, label=f"x_i / |x_i|, {text}")
+                       linewidth=0.5, zorder=4, label=f"{what}, {text}")
 
 
 def neuron_directions(result, ax=None, *, n_times: int = 200, spread: float = 0.5):
@@ -396,7 +403,9 @@ def neuron_directions(result, ax=None, *, n_times: int = 200, spread: float = 0.
     Parameters
     ----------
     result : FlowResult or DescentResult
-        Of a problem with ``d = 2`` inputs (with a bias the first two weight coordinates are drawn).
+        Of a problem with ``d = 2`` inputs (with a bias the first two weight coordinates are drawn), or with
+        ``d = 1`` and a bias: then the directions of ``(w_j, b_j)`` among those of ``(x_i, 1)`` (seed 003's
+        Figure 2).
     ax : matplotlib.axes.Axes, optional
         Where to draw; a new figure when ``None``.
     n_times : int
@@ -413,12 +422,13 @@ def neuron_directions(result, ax=None, *, n_times: int = 200, spread: float = 0.
     Raises
     ------
     ValueError
-        Naming ``result``, when its problem does not have ``d = 2``.
+        Naming ``result``, when its problem has neither ``d = 2`` nor ``d = 1`` with a bias.
     """
     from matplotlib.lines import Line2D
 
     _check_result(result, "neuron_directions")
-    _check_dimension(result, (2,), "neuron_directions")
+    if not (result.problem.d == 1 and result.problem.bias):
+        _check_dimension(result, (2,), "neuron_directions")
     fig, ax = _axes(ax)
     problem = result.problem
     u, states = _direction_samples(result, n_times)
@@ -438,8 +448,8 @@ def neuron_directions(result, ax=None, *, n_times: int = 200, spread: float = 0.
                 Line2D([], [], ls="", marker="o", color="k", label=_final_time(result))]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", borderaxespad=0)
     ax.set_aspect("equal")
-    ax.set_xlabel("w_1 / |w|")
-    ax.set_ylabel("w_2 / |w|")
+    ax.set_xlabel("w_1 / |w|" if problem.d == 2 else "w / |(w, b)|")
+    ax.set_ylabel("w_2 / |w|" if problem.d == 2 else "b / |(w, b)|")
     ax.set_title(f"neuron directions (radius 1 + {spread:g} ln(1 + t/t_1) / ln(1 + T/t_1))" if spread else
                  "neuron directions")
     return fig
@@ -526,6 +536,7 @@ def _plot_boundary_2d(ax, result, times):
         handles.append(Line2D([], [], color=shade, lw=1.5,
                               label=f"f = 0 at t = {t:.3g}" + ("" if changes_sign else " (f has one sign)")))
     sign = np.where(problem.y > 0, 1, -1)
+    what = "x_i / |x_i|" if problem.d == 2 else "x_i: (x_i, 1) / |(x_i, 1)|"
     for s, text in ((1, "y > 0"), (-1, "y < 0")):
         if np.any(sign == s):
             handles.append(ax.scatter(*problem.X[sign == s].T, s=25, color=SIGN_COLOURS[s], edgecolor="k",

@@ -236,9 +236,20 @@ def test_neuron_directions_without_dense_output_use_the_step_boundaries():
                                _unit(flow.W[:, 0]), atol=1e-15)
 
 
-def test_neuron_directions_need_two_dimensional_inputs(rate_flow):
+def test_neuron_directions_of_one_dimensional_inputs_with_bias_are_those_of_w_b(rate_flow):
+    """Seed 003's Figure 2: for d = 1 with a bias the direction of (w_j, b_j) among those of (x_i, 1)."""
+    ax = plots.neuron_directions(rate_flow, spread=0.0).axes[0]
+    ends = np.array([[line.get_xdata()[-1], line.get_ydata()[-1]] for line in _trajectories(ax)])
+    np.testing.assert_allclose(ends, _unit(rate_flow.states[-1][:, :2]), atol=1e-15)
+    stars = np.concatenate([c.get_offsets() for c in ax.collections if c.get_label().startswith("x_i")])
+    np.testing.assert_allclose(np.sort(stars[:, 0]), np.sort(_unit(rate_flow.problem.augmented_inputs)[:, 0]))
+
+
+def test_neuron_directions_need_two_dimensional_inputs():
+    prob1 = fl.Problem(X=[[1.0], [-2.0]], y=[1.0, -1.0], loss="logistic", bias=False, train_outer=True)
+    flow = fl.gradient_flow(prob1, fl.Params(W=[[0.3]], b=None, a=[0.2]), 1.0)
     with pytest.raises(ValueError, match="result"):
-        plots.neuron_directions(rate_flow)
+        plots.neuron_directions(flow)
 
 
 # ----- decision boundary ---------------------------------------------------------------------------------------

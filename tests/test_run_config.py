@@ -41,7 +41,7 @@ def test_shipped_config_runs_and_writes_plots(name, tmp_path):
     else:
         assert {"loss.png"} <= pngs
         assert ("events.png" in pngs) == (cfg.flow is not None)
-        assert ("directions.png" in pngs) == (cfg.problem.d == 2)
+        assert ("directions.png" in pngs) == (cfg.problem.d == 2 or (cfg.problem.d == 1 and cfg.problem.bias))
         assert ("gd_vs_flow.png" in pngs) == (cfg.flow is not None and cfg.gd is not None)
         if cfg.flow is not None:
             res = fl.load(tmp_path / "flow.npz")
