@@ -18,7 +18,8 @@ from functools import partial
 import numpy as np
 
 from flowlib.ensemble_result import ChunkStore, EnsembleResult, empty_members, versions
-from flowlib.flow import TIE_POLICIES, check_rtol, check_solution, initial_surfaces, resolve_horizon
+from flowlib.flow import (TIE_POLICIES, check_rtol, check_solution, gauss_legendre, initial_surfaces,
+                          resolve_horizon)
 from flowlib.problem import Params, Problem
 from flowlib.running import check_budget, order_for, progress_bar, sigint_flag
 from flowlib.until import Until
@@ -349,8 +350,7 @@ def _run_group(method, problem, P0, settings) -> dict:
     surfaces = [initial_surfaces(problem, P) for P in P0]
     active0 = np.ascontiguousarray(np.stack([s[0] for s in surfaces]))
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
-    nodes, weights = np.polynomial.legendre.leggauss(k["order"] + 1)
-    nodes, weights = 0.5 * (nodes + 1.0), 0.5 * weights
+    nodes, weights = gauss_legendre(k["order"] + 1)
     out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 3))
     kens.flow_batch(Xa, *args, problem.bias, problem.train_outer, k["order"], k["rtol"], k["caratheodory"],
                     k["selection"], k["tie"], k["log_clock"], nodes, weights, P0, active0, mode0, k["u_end"],

@@ -7,6 +7,7 @@ Ctrl-C (``status="interrupted"``, with everything computed so far).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -61,6 +62,16 @@ def initial_surfaces(problem: Problem, P: np.ndarray) -> tuple[np.ndarray, np.nd
     mode = np.zeros(active.shape, dtype=np.int8)
     mode[np.all(normals == 0.0, axis=1), :] = driver.MODE_VOID
     return active, mode
+
+
+@functools.lru_cache(maxsize=None)
+def gauss_legendre(points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of the ``points``-point Gauss–Legendre rule on ``[0, 1]`` (the log clock's energy
+    quadrature), computed once per size: ``numpy.polynomial.legendre.leggauss`` costs ~0.2 ms, most of a small
+    problem's run. Callers must not modify them."""
+    nodes, weights = np.polynomial.legendre.leggauss(points)
+    nodes, weights = 0.5 * (nodes + 1.0), 0.5 * weights
+    return nodes, weights
 
 
 SOLUTIONS = ("filippov", "caratheodory")
@@ -242,8 +253,7 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     chunk_steps = _FIRST_CHUNK_STEPS
     outcome, message = Status.SUCCESS, "reached t_end"
     bar = progress_bar(progress, u_end, "gradient flow" + (" (clock ln(1+t))" if log_clock else ""))
-    nodes, weights = np.polynomial.legendre.leggauss(order + 1)
-    nodes, weights = 0.5 * (nodes + 1.0), 0.5 * weights
+    nodes, weights = gauss_legendre(order + 1)
     where = "ln(1+t)" if log_clock else "t"
     started = time.perf_counter()
     try:

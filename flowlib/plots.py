@@ -536,7 +536,6 @@ def _plot_boundary_2d(ax, result, times):
         handles.append(Line2D([], [], color=shade, lw=1.5,
                               label=f"f = 0 at t = {t:.3g}" + ("" if changes_sign else " (f has one sign)")))
     sign = np.where(problem.y > 0, 1, -1)
-    what = "x_i / |x_i|" if problem.d == 2 else "x_i: (x_i, 1) / |(x_i, 1)|"
     for s, text in ((1, "y > 0"), (-1, "y < 0")):
         if np.any(sign == s):
             handles.append(ax.scatter(*problem.X[sign == s].T, s=25, color=SIGN_COLOURS[s], edgecolor="k",
