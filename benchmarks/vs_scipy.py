@@ -1,6 +1,6 @@
 """flowlib against SciPy ``solve_ivp(DOP853)`` with terminal events and restarts, on a transversal problem.
 
-Both are measured against an independent mpmath reference at 40 digits (``tests/reference.py``): the final state
+Both are measured against an independent mpmath reference at 40 digits (``flowlib/peers/reference.py``): the final state
 and every event time. Run ``python -m benchmarks.vs_scipy`` for the table quoted in the README; the
 pytest-benchmark suite ``benchmarks/test_vs_scipy.py`` records the same numbers in its JSON.
 """
@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 import flowlib as fl
-from benchmarks.peers import scipy_flow
+from flowlib.peers.scipy_peer import scipy_flow
 from flowlib import examples
 
 T_END = 10.0
@@ -33,14 +33,16 @@ def _peer_kwargs(prob):
 
 @lru_cache(maxsize=None)
 def reference():
-    """mpmath (40 digits) final state and event times of :func:`transversal_case` at ``T_END``."""
-    from tests.reference import reference_flow
+    """mpmath (40 digits) final state and event times of :func:`transversal_case` at ``T_END``: the independent
+    oracle's answer, stored as ``flowlib/peers/data/b1-os.json`` (the same problem as ``flowlib.bench``'s B1-os;
+    recomputed, about 9 s, if the inputs ever change)."""
+    from flowlib.peers import stored
 
     prob, p0 = transversal_case()
-    ref = reference_flow(prob.X, prob.y, p0.W, p0.b, p0.a, T_END, dps=40, **_peer_kwargs(prob))
-    final = np.array([[float(v) for v in row] + [float(a)] for row, a in zip(ref["W"], ref["a"])])
-    times = np.array([float(e[0]) for e in ref["events"]])
-    pairs = [(int(e[1]), int(e[2])) for e in ref["events"]]
+    ref = stored.get("b1-os", prob, p0, T_END, "oracle")
+    final = np.delete(ref.final, prob.d, axis=1)  # drop the (zero) bias column: rows (w_j, a_j)
+    times = np.array([e[0] for e in ref.events])
+    pairs = [(j, i) for _, _, j, i in ref.events]
     return final, times, pairs
 
 

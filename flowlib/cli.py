@@ -1,5 +1,5 @@
 """Command line: ``flowlib validate`` (check the papers' claims, write a report), ``flowlib run CONFIG`` (a run
-configuration: results and plots), ``flowlib demo`` (integrate a shipped example, print its events, write a plot)
+configuration: results and plots), ``flowlib bench`` (the peer benchmarks), ``flowlib demo`` (integrate a shipped example, print its events, write a plot)
 and ``flowlib info`` (versions and Numba settings)."""
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--list", action="store_true", help="list the shipped configurations")
     run.add_argument("--progress", action="store_true", help="show progress bars (needs tqdm)")
     run.set_defaults(run=_run)
+    sub.add_parser("bench", add_help=False, help="flowlib against SciPy, heyoka.py and tiny-step GD (benchmarks "
+                                                 "B0-B7): table, bench.json, bench.png (flowlib bench --help)")
     sub.add_parser("validate", add_help=False, help="check the source papers' claims; writes report.md, "
                                                     "report.json and plots (flowlib validate --help)")
     info = sub.add_parser("info", help="versions, Numba settings and kernel warm-up time")
@@ -104,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         from flowlib.validation import runner
 
         return runner.main(argv[1:])
+    if argv[:1] == ["bench"]:
+        from flowlib import bench
+
+        return bench.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

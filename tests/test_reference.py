@@ -1,4 +1,4 @@
-"""Tests of the independent mpmath oracle (``tests/reference.py``) itself.
+"""Tests of the independent mpmath oracle (``flowlib/peers/reference.py``) itself.
 
 The oracle is checked against closed forms (affine flows of the square loss),
 against :func:`mpmath.odefun` on a smooth piece, against the energy identity
@@ -6,16 +6,12 @@ against :func:`mpmath.odefun` on a smooth piece, against the energy identity
 step-size independence).  Nothing from ``flowlib`` is used.
 """
 
-import os
-import sys
-
 import numpy as np
 import mpmath
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference  # noqa: E402
-from reference import NonTransversalEvent, loss_value, reference_flow  # noqa: E402
+from flowlib.peers import reference
+from flowlib.peers.reference import NonTransversalEvent, loss_value, reference_flow
 
 
 def mpf(v):

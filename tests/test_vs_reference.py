@@ -1,14 +1,14 @@
 """Acceptance 1 of the foundation issue: on transversal-only problems the float64 flow agrees with an independent
-mpmath reference at 40 digits (``tests/reference.py``) to <= 1e-12 relative in the final state and in every event
+mpmath reference at 40 digits (``flowlib/peers/reference.py``) to <= 1e-12 relative in the final state and in every event
 time, and with SciPy DOP853 (rtol 1e-13, event restarts) to SciPy's own accuracy."""
 
 import numpy as np
 import pytest
 
 import flowlib as fl
-from benchmarks.peers import scipy_flow
+from flowlib.peers.scipy_peer import scipy_flow
 from flowlib import examples
-from tests.reference import reference_flow
+from flowlib.peers.reference import reference_flow
 
 T_END = 5.0
 

@@ -1,0 +1,81 @@
+"""``python -m flowlib.bench``: a quick run on a cheap subset writes the table, ``bench.json`` and ``bench.png``."""
+
+import json
+
+import pytest
+
+from flowlib import bench
+from flowlib.peers import heyoka_peer
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    assert bench.main(["--quick", "--out", str(out), "--cases", "B1-one,B3"]) == 0
+    return out, json.loads((out / "bench.json").read_text())
+
+
+def test_json_has_every_row_and_label(quick_run):
+    _, payload = quick_run
+    rows = payload["rows"]
+    methods = {(r["case"], r["method"]) for r in rows}
+    peers = [bench.FLOWLIB, bench.SCIPY_RESTART, bench.SCIPY_NAIVE]
+    if heyoka_peer.available():
+        peers += [bench.HEYOKA_NAIVE, bench.HEYOKA_EVENTS]
+    for case in ("B1-one", "B3-twist"):
+        assert {(case, m) for m in peers} <= methods
+    assert all(r["label"] in bench.LABELS for r in rows)
+    labels = {(r["case"], r["method"]): r["label"] for r in rows}
+    assert labels["B1-one", bench.FLOWLIB] == labels["B3-twist", bench.FLOWLIB] == "OK"
+    assert labels["B3-twist", bench.SCIPY_RESTART] == "LIVELOCK"
+    assert labels["B3-twist", bench.SCIPY_NAIVE] == "STALL"
+    flow = next(r for r in rows if r["case"] == "B1-one" and r["method"] == bench.FLOWLIB)
+    assert flow["ratio"] == 1.0 and flow["state_error"] <= 1e-13 and flow["event_time_error"] <= 1e-13
+    assert all(r["ratio"] > 0 for r in rows)
+
+
+def test_json_records_machine_versions_and_acceptance(quick_run):
+    _, payload = quick_run
+    assert payload["machine"]["cores"] >= 1 and payload["machine"]["cpu"]
+    assert {"python", "numpy", "scipy", "numba", "mpmath", "flowlib", "heyoka"} <= set(payload["versions"])
+    assert payload["settings"]["quick"] is True and payload["settings"]["max_nfev"] == 30_000
+    assert payload["compile"]["flowlib_warmup_s"] >= 0
+    assert "transversal_vs_scipy" in payload["acceptance"] and "nonsmooth_labels" in payload["acceptance"]
+    assert payload["command"].startswith("python -m flowlib.bench --quick")
+
+
+def test_png_written(quick_run):
+    out, _ = quick_run
+    png = (out / "bench.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_case_selection_and_labels():
+    assert [c.id for c in bench.select_cases(True, ["B4"])] == ["B4-e4-m5", "B4-e4-m50"]
+    assert [c.id for c in bench.select_cases(False, ["B4"])] == ["B4-e4-m5", "B4-e4-m50", "B4-e4-m200"]
+    assert [c.id for c in bench.select_cases(True, ["b2-v10"])] == ["B2-v10-m40"]
+    ref = bench.Reference([1.0, 2.0], [], "test")
+    ok = bench.Outcome([1.0, 2.0], 1.0, [], "ok")
+    assert bench.label(ok, ref, 1.0) == "OK"
+    assert bench.label(bench.Outcome([1.0, 2.1], 1.0, [], "ok"), ref, 1.0) == "SILENT-WRONG"
+    assert bench.label(bench.Outcome([1.0, 2.0], 0.5, [], "nfev_budget"), ref, 1.0) == "STALL"
+    storm = [(0.5, 0, "flip")] * bench.LIVELOCK_EVENTS
+    assert bench.label(bench.Outcome([1.0, 2.0], 0.5, storm, "event_budget"), ref, 1.0) == "LIVELOCK"
+    assert bench.label(bench.Outcome([float("nan"), 2.0], 0.5, [], "failed: boom"), ref, 1.0) == "ABORT"
+
+
+def test_heyoka_missing_message(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_heyoka(name, *args, **kwargs):
+        if name == "heyoka":
+            raise ImportError("no heyoka")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_heyoka)
+    with pytest.raises(ImportError, match=r"pip install 'flowlib\[heyoka\]'"):
+        heyoka_peer.import_heyoka()
+    assert not heyoka_peer.available()
+    assert bench.settings(True).heyoka is False
