@@ -16,7 +16,12 @@ Each step
    the small initialisations of the theory (scale 1e-8) would drown in an absolute tolerance;
 4. finds the earliest root in ``(0, h]`` of every free switching polynomial ``z_ij(tau)`` and of every held
    surface's exit polynomials ``a_j G_i (s_ij - beta)``, ``beta in {leak, 1}`` (:func:`.roots.earliest_root`,
-   shrinking the bound as roots are found), and truncates the step there;
+   shrinking the bound as roots are found), and truncates the step there. The ``n m`` switching polynomials are
+   screened first (:func:`earliest_switching`): their two leading coefficients (one matrix product each) and
+   a Cauchy-Schwarz bound on the rest, ``|sum_{k >= 2} z_ij^[k] tau^k| <= |(x_i, 1)| sum_{k >= 2}
+   |(w_j, b_j)^[k]| tau^k``, rule out most of them with a few comparisons, and only the others have their
+   coefficients computed (``O(K d)`` each), so a step's event search costs ``O(n m)`` and one matrix product
+   beyond the Taylor coefficients (which cost two matrix products per order, :func:`.series.taylor_coefficients`);
 5. advances the state with the Taylor polynomial (kept as dense output), projects held neurons back onto their
    surfaces (drift correction), and at an event: releases held surfaces whose multiplier reached a bound
    (``slide_end``; they leave tangentially), gathers every free surface reached within ``64 eps h`` and
@@ -35,10 +40,11 @@ import numpy as np
 from . import status
 from ._jit import jit
 from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
-from .roots import STACK, earliest_root, excluded
+from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import taylor_step
-from .series import horner_state, log_network_loss, max_abs, network_loss, preactivations, taylor_coefficients, \
-    velocity_energy, velocity_energy_log, velocity_inner
+from .series import horner_state, log_loss_from_outputs, log_network_loss, loss_from_outputs, \
+    max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
+    velocity_inner
 
 MODE_FREE = 0
 MODE_HELD = 1
@@ -55,6 +61,148 @@ _SIMULTANEOUS = 64.0 * _EPS
 _ON_SURFACE = 64.0 * _EPS
 #: an exit polynomial this small relative to ``a_j G_i`` is rounding noise (a multiplier sitting on its bound)
 _EXIT_NOISE = 1e-12
+#: relative safety of the Cauchy-Schwarz bound of :func:`switching_radius` against rounding
+_RADIUS_SAFETY = 1.0 + 1e-12
+#: neurons per block of the switching screen (one cache line of a row of ``Z0`` and of ``Z1``)
+_SCAN_BLOCK = 8
+
+
+@jit
+def scaled_norm(v):
+    """Euclidean norm of a 1-D array without overflow or underflow of the squares."""
+    top = 0.0
+    acc = 0.0
+    for x in v:
+        top = max(top, abs(x))
+        acc += x * x
+    if math.isnan(acc):
+        return math.inf
+    if top == 0.0 or not math.isfinite(top):
+        return top
+    if 1e-150 < top < 1e150:
+        return math.sqrt(acc)
+    acc = 0.0
+    for x in v:
+        r = x / top
+        acc += r * r
+    return top * math.sqrt(acc)
+
+
+@jit
+def switching_setup(Xa, C, order, pn, ct_ready):
+    """Per step, for the switching functions ``z_ij(tau) = sum_k <p_j^[k], Xa_i> tau^k`` (``p_j = (w_j, b_j)``):
+    ``pn[k - 1, j] = |p_j^[k]|``, the norms of the Cauchy-Schwarz bound ``|z_ij^[k]| <= |p_j^[k]| |Xa_i|``
+    (:func:`switching_radius`), ``O(order m d)``; and no neuron's coefficients transposed yet (``ct_ready``)."""
+    da = Xa.shape[1]
+    m = C.shape[1]
+    for k in range(order):
+        for j in range(m):
+            pn[k, j] = scaled_norm(C[k + 1, j, :da])
+    for j in range(m):
+        ct_ready[j] = False
+
+
+@jit
+def switching_radius(pn, order, bound, rad):
+    """``rad[j] = sum_{k >= 2} |p_j^[k]| bound^k``, with margins for rounding (of that sum, and of ``z_ij^[1]``
+    computed by a matrix product): ``|z_ij(tau) - z_ij(0) - z_ij^[1] tau| <= |Xa_i| rad[j]`` on ``[0, bound]``."""
+    m = pn.shape[1]
+    for j in range(m):
+        acc = 0.0
+        for k in range(order - 1, 0, -1):
+            acc = acc * bound + pn[k, j]
+        rad[j] = acc * bound * bound * _RADIUS_SAFETY + 1e-13 * pn[0, j] * bound
+
+
+@jit
+def _ruled_out(z0, z1, rest, bound):
+    """No root of ``z0 + z1 tau + r(tau)``, ``|r| <= rest``, on ``[0, bound]``: :func:`.roots.excluded`'s test,
+    or the linear part keeps its sign by more than ``rest`` (:func:`.roots.linear_clear`)."""
+    return abs(z0) > abs(z1) * bound + rest or linear_clear(z0, z1, rest, bound)
+
+
+@jit
+def switching_polynomial(Xa, C, Ct, ct_ready, order, Z0, i, j, g):
+    """Coefficients ``g[k] = z_ij^[k]`` of one switching polynomial (``g[0]`` from ``Z0``); each is summed over
+    the features in order, as :func:`.series.preactivations` does on small problems. ``Ct[j, q, k - 1] =
+    C[k, j, q]`` is filled for neuron ``j`` on its first use in the step (then one polynomial is a contiguous
+    multiply-add per feature)."""
+    da = Xa.shape[1]
+    if not ct_ready[j]:
+        for k in range(order):
+            for q in range(da):
+                Ct[j, q, k] = C[k + 1, j, q]
+        ct_ready[j] = True
+    g[0] = Z0[i, j]
+    for k in range(order):
+        g[k + 1] = 0.0
+    for q in range(da):
+        x = Xa[i, q]
+        for k in range(order):
+            g[k + 1] += Ct[j, q, k] * x
+    return g
+
+
+@jit
+def earliest_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, bound, rad, work, g):
+    """Earliest root in ``(0, bound]`` of every free switching polynomial: ``(bound, found)``.
+
+    The bound shrinks as roots are found, as in a plain scan of every polynomial with :func:`.roots.excluded`
+    and :func:`.roots.earliest_root`. A pair is first screened with its two leading coefficients ``Z0``, ``Z1``
+    (``z_ij(0)`` and ``z_ij'(0)``, two matrix products per step) and a Cauchy-Schwarz bound on the rest,
+    ``|sum_{k >= 2} z_ij^[k] tau^k| <= |Xa_i| sum_{k >= 2} |p_j^[k]| tau^k`` (:func:`_ruled_out`): one that
+    provably has no root is skipped after a few comparisons, so the screen costs ``O(n m + order m)`` plus
+    ``O(order d)`` per pair it cannot rule out (its coefficients, then the exact exclusion tests and, rarely,
+    root isolation). Surfaces just crossed or left (``drop > 0``) are always examined. Pairs are visited by
+    blocks of ``_SCAN_BLOCK`` neurons and, inside a block, by sample, so that the block's coefficients stay in
+    cache.
+    """
+    n, m = Z0.shape
+    K = order
+    found = False
+    switching_radius(pn, K, bound, rad)
+    for j0 in range(0, m, _SCAN_BLOCK):
+        j1 = min(m, j0 + _SCAN_BLOCK)
+        for i in range(n):
+            size = xn[i]
+            for j in range(j0, j1):
+                if mode[i, j] != MODE_FREE:
+                    continue
+                if drop[i, j] == DROP_NONE and _ruled_out(Z0[i, j], Z1[i, j], size * rad[j], bound):
+                    continue
+                switching_polynomial(Xa, C, Ct, ct_ready, K, Z0, i, j, g)
+                if excluded(g, K, bound, drop[i, j]) or excluded_linear(g, K, bound, drop[i, j]):
+                    continue
+                tau = earliest_root(g, K, bound, drop[i, j], work)
+                if tau <= bound:
+                    bound = tau
+                    found = True
+                    switching_radius(pn, K, bound, rad)
+    return bound, found
+
+
+@jit
+def reached_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, reach, rad, hit, work, g):
+    """``hit[i, j]``: the free switching polynomial has a root in ``(0, reach]`` (same screen as
+    :func:`earliest_switching`)."""
+    n, m = Z0.shape
+    K = order
+    switching_radius(pn, K, reach, rad)
+    for i in range(n):
+        for j in range(m):
+            hit[i, j] = False
+    for j0 in range(0, m, _SCAN_BLOCK):
+        j1 = min(m, j0 + _SCAN_BLOCK)
+        for i in range(n):
+            size = xn[i]
+            for j in range(j0, j1):
+                if mode[i, j] != MODE_FREE:
+                    continue
+                if drop[i, j] == DROP_NONE and _ruled_out(Z0[i, j], Z1[i, j], size * rad[j], reach):
+                    continue
+                switching_polynomial(Xa, C, Ct, ct_ready, K, Z0, i, j, g)
+                hit[i, j] = not (excluded(g, K, reach, drop[i, j]) or excluded_linear(g, K, reach, drop[i, j])) \
+                    and earliest_root(g, K, reach, drop[i, j], work) <= reach
 
 
 @jit
@@ -169,12 +317,12 @@ def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, for
     kind = np.zeros(n, np.int8)
     mult = np.zeros(n)
     surface = np.zeros((n, m), np.bool_)
+    any_hit = np.zeros(m, np.bool_)
+    for i in range(n):
+        for j in range(m):
+            any_hit[j] |= hit[i, j]
     for j in range(m):
-        any_hit = False
-        for i in range(n):
-            if hit[i, j]:
-                any_hit = True
-        if not any_hit:
+        if not any_hit[j]:
             continue
         for i in range(n):
             surface[i, j] = hit[i, j] or mode[i, j] == MODE_HELD or (
@@ -330,17 +478,28 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     w = P.shape[1]
     K = order
     C = np.zeros((K + 1, m, w))
-    Z = np.zeros((K + 1, n, m))
+    Z0 = np.zeros((n, m))
+    Z1 = np.zeros((n, m))
     F = np.zeros((K + 1, n))
     G = np.zeros((K + 1, n))
     A0 = np.zeros((K + 1, n))
     A1 = np.zeros((K + 1, n))
     A2 = np.zeros((K + 1, n))
     R = np.zeros((K + 1, m, da))
+    QWA = np.empty((3, m, da))
+    T = np.empty((n, da))
+    Xg = np.empty((n, da))
+    Ct = np.empty((m, da, K))
+    ct_ready = np.zeros(m, np.bool_)
+    pn = np.empty((K, m))
+    rad = np.empty(m)
+    poly_g = np.empty(K + 1)
+    xn = np.empty(n)
+    for i in range(n):
+        xn[i] = scaled_norm(Xa[i]) * _RADIUS_SAFETY
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
     forced = np.zeros((n, m), np.int8)
-    Zt = np.empty((n, m, K + 1))
     work = np.empty((6, max(K + 1, STACK)))
     poly = np.empty(K + 1)
     cons_offset = np.zeros(m + 1, np.int64)
@@ -364,7 +523,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         # 1. free surfaces the state sits on (to rounding) or whose side disagrees with the sign of z: events now
         # "on the surface" is relative to the neuron's own (w_j, b_j): the rounding of z_ij is eps |(w_j, b_j)|
         # |(x_i, 1)|_1, and a neuron far smaller than the others (a dead one) must not be caught by their scale
-        preactivations(Xa, P, Z[0])
+        preactivations(Xa, P, Z0)
         for j in range(m):
             size = 0.0
             for q in range(da):
@@ -376,12 +535,16 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             for q in range(da):
                 reach_i += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
             reach_i *= _ON_SURFACE
+            row_hit = False
             for j in range(m):
-                z = Z[0, i, j]
-                wrong = (z <= 0.0) if active[i, j] else (z >= 0.0)
-                hit[i, j] = (wrong or abs(z) <= reach_i * neuron_scale[j]) and mode[i, j] == MODE_FREE \
-                    and drop[i, j] == DROP_NONE
-                pending = pending or hit[i, j]
+                z = Z0[i, j]
+                up = active[i, j]
+                wrong = (up & (z <= 0.0)) | ((not up) & (z >= 0.0))
+                flag = (wrong | (abs(z) <= reach_i * neuron_scale[j])) & (mode[i, j] == MODE_FREE) \
+                    & (drop[i, j] == DROP_NONE)
+                hit[i, j] = flag
+                row_hit |= flag
+            pending = pending or row_hit
         if pending:
             code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
                                   caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
@@ -411,8 +574,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         for j in range(m):
             for q in range(w):
                 C[0, j, q] = P[j, q]
-        taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, K, cons_offset, samples, pinv, C, Z, F, G,
-                            A0, A1, A2, R, Cm, log_clock, t)
+        taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, K, cons_offset, samples, pinv, C, F, G,
+                            A0, A1, A2, R, Cm, log_clock, t, QWA, T, Xg)
         lmax = K - 1 if train_outer else 0
         for slot in range(n_slots):
             i, j = samples[slot], neurons[slot]
@@ -470,20 +633,9 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             continue
         stalls = 0
         # 4. earliest root of every free switching polynomial and every exit polynomial
-        bound = h
-        found = False
-        for i in range(n):
-            for j in range(m):
-                if mode[i, j] == MODE_FREE:
-                    g = Zt[i, j]
-                    for k in range(K + 1):
-                        g[k] = Z[k, i, j]
-                    if excluded(g, K, bound, drop[i, j]):
-                        continue
-                    tau = earliest_root(g, K, bound, drop[i, j], work)
-                    if tau <= bound:
-                        bound = tau
-                        found = True
+        switching_setup(Xa, C, K, pn, ct_ready)
+        preactivations(Xa, C[1], Z1)
+        bound, found = earliest_switching(Xa, C, Ct, ct_ready, pn, xn, K, Z0, Z1, mode, drop, h, rad, work, poly_g)
         for slot in range(n_slots):
             if dependent[slot]:
                 continue
@@ -499,11 +651,12 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         out_t[n_steps] = t
         out_h[n_steps] = h
         out_C[n_steps] = C
+        # F[0]: the network outputs at the step's start, from the recurrence
         if log_clock:
-            out_loss[n_steps] = log_network_loss(Xa, y, P, S, loss_kind, c)
+            out_loss[n_steps] = log_loss_from_outputs(F[0], y, loss_kind, c)
             out_energy[n_steps] = velocity_energy_log(C, K, h, t, gl_nodes, gl_weights)
         else:
-            out_loss[n_steps] = network_loss(Xa, y, P, S, loss_kind, c)
+            out_loss[n_steps] = loss_from_outputs(F[0], y, loss_kind, c)
             out_energy[n_steps] = velocity_energy(C, K, h)
         horner_state(C, K, h, P)
         _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
@@ -511,10 +664,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         t = t_end if final else t + h
         if found:
             reach = h * (1.0 + _SIMULTANEOUS)
-            for i in range(n):
-                for j in range(m):
-                    hit[i, j] = mode[i, j] == MODE_FREE and not excluded(Zt[i, j], K, reach, drop[i, j]) \
-                        and earliest_root(Zt[i, j], K, reach, drop[i, j], work) <= reach
+            reached_switching(Xa, C, Ct, ct_ready, pn, xn, K, Z0, Z1, mode, drop, reach, rad, hit, work, poly_g)
         for i in range(n):
             for j in range(m):
                 drop[i, j] = DROP_NONE

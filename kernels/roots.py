@@ -69,6 +69,38 @@ def excluded(g, order, bound, drop):
 
 
 @jit
+def linear_clear(g0, g1, rest, bound):
+    """True when ``g0 + g1 tau + r(tau)``, ``|r| <= rest`` on ``[0, bound]``, provably keeps the sign of ``g0 != 0``.
+
+    The linear part is monotone, so its smallest distance to 0 on the interval is at an end; it must exceed
+    ``rest`` plus a margin for the rounding of ``g0 + g1 bound``.
+    """
+    if g0 == 0.0:
+        return False
+    end = g0 + g1 * bound
+    slack = rest + 1e-14 * (abs(g0) + abs(g1) * bound)
+    if g0 > 0.0:
+        return g0 > slack and end > slack
+    return g0 < -slack and end < -slack
+
+
+@jit
+def excluded_linear(g, order, bound, drop):
+    """True when ``g(tau) / tau^drop`` provably has no root in ``[0, bound]``, by its linear part.
+
+    Sharper than :func:`excluded` for a polynomial that moves away from 0 or stops short of it within the
+    interval: the terms of degree ``>= drop + 2`` are bounded by ``sum |g_k| bound^(k - drop)``, the linear part
+    ``g_drop + g_{drop+1} tau`` is checked at both ends (:func:`linear_clear`).
+    """
+    if order < drop + 1:
+        return False
+    tail = 0.0
+    for k in range(order, drop + 1, -1):
+        tail = tail * bound + abs(g[k])
+    return linear_clear(g[drop], g[drop + 1], tail * bound * bound, bound)
+
+
+@jit
 def earliest_root(g, order, bound, drop, work):
     """Smallest root in ``(0, bound]`` of ``g(tau) = sum_k g[k] tau^k``, or ``inf`` when there is none.
 

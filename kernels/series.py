@@ -17,6 +17,10 @@ with ``G_i = c l'(f_i)``. All of it is built from linear maps, products and ``ex
 coefficients ``theta^[k]`` of the solution follow from the classical power-series recurrences (automatic
 differentiation in Taylor mode): Cauchy products for ``a_j z_ij`` and ``G_i z_ij``, ``E' = -y f' E`` for the
 exponential loss and ``p' = -p (1 - p) (y f)'`` for the logistic one.
+
+Cost. Each order takes two matrix products of size ``n m (d + 1)``, the two of one gradient evaluation
+(:func:`taylor_coefficients`; ``np.dot`` on C-contiguous arrays, i.e. BLAS, from :data:`BLAS_MIN_WORK`
+multiply-adds up, plain loops below), plus Cauchy sums of ``O(k m d + k n)``.
 """
 
 import math
@@ -28,6 +32,64 @@ from ._jit import jit
 LOSS_EXP = 0
 LOSS_LOGISTIC = 1
 LOSS_SQUARE = 2
+
+#: Products with at least this many multiply-adds go to BLAS (``np.dot`` on C-contiguous float64 arrays inside
+#: Numba); smaller ones run as plain loops, where a library call would cost more than the arithmetic.
+BLAS_MIN_WORK = 4096
+#: Neurons per block of the Cauchy sums of :func:`taylor_coefficients` (three ``(block, d + 1)`` accumulators
+#: stay in the core's cache)
+_NEURON_BLOCK = 128
+
+
+@jit
+def matmul_nt(A, B, out):
+    """``out = A @ B.T`` for C-contiguous ``A (p, r)``, ``B (q, r)``, ``out (p, q)``."""
+    p, r = A.shape
+    q = B.shape[0]
+    if p * q * r >= BLAS_MIN_WORK:
+        np.dot(A, B.T, out)
+        return
+    for a in range(p):
+        for b in range(q):
+            acc = 0.0
+            for k in range(r):
+                acc += A[a, k] * B[b, k]
+            out[a, b] = acc
+
+
+@jit
+def matmul_nn(A, B, out):
+    """``out = A @ B`` for C-contiguous ``A (p, r)``, ``B (r, q)``, ``out (p, q)``."""
+    p, r = A.shape
+    q = B.shape[1]
+    if p * q * r >= BLAS_MIN_WORK:
+        np.dot(A, B, out)
+        return
+    for a in range(p):
+        for b in range(q):
+            out[a, b] = 0.0
+        for k in range(r):
+            x = A[a, k]
+            for b in range(q):
+                out[a, b] += x * B[k, b]
+
+
+@jit
+def matmul_tn(A, B, out):
+    """``out = A.T @ B`` for C-contiguous ``A (r, p)``, ``B (r, q)``, ``out (p, q)``."""
+    r, p = A.shape
+    q = B.shape[1]
+    if p * q * r >= BLAS_MIN_WORK:
+        np.dot(A.T, B, out)
+        return
+    for a in range(p):
+        for b in range(q):
+            out[a, b] = 0.0
+    for k in range(r):
+        for a in range(p):
+            x = A[k, a]
+            for b in range(q):
+                out[a, b] += x * B[k, b]
 
 
 @jit
@@ -57,6 +119,13 @@ def preactivations(Xa, P, out_Z):
     """``out_Z[i, j] = <P[j, :d+1], Xa[i]>`` for the ``(n, m)`` pre-activations of one coefficient layer."""
     n, da = Xa.shape
     m = P.shape[0]
+    if n * m * da >= BLAS_MIN_WORK:
+        Pw = np.empty((m, da))
+        for j in range(m):
+            for k in range(da):
+                Pw[j, k] = P[j, k]
+        matmul_nt(Xa, Pw, out_Z)
+        return
     for i in range(n):
         for j in range(m):
             acc = 0.0
@@ -74,6 +143,20 @@ def network_outputs(Xa, P, S, out_f):
     """
     n, da = Xa.shape
     m = P.shape[0]
+    if n * m * da >= BLAS_MIN_WORK:
+        # f_i = <(S @ Q)_i, Xa_i> with Q_j = a_j (w_j, b_j): one matrix product
+        Q = np.empty((m, da))
+        for j in range(m):
+            for k in range(da):
+                Q[j, k] = P[j, da] * P[j, k]
+        T = np.empty((n, da))
+        matmul_nn(S, Q, T)
+        for i in range(n):
+            f = 0.0
+            for k in range(da):
+                f += T[i, k] * Xa[i, k]
+            out_f[i] = f
+        return
     for i in range(n):
         f = 0.0
         for j in range(m):
@@ -89,6 +172,12 @@ def network_loss(Xa, y, P, S, loss_kind, c):
     """Loss ``L = c sum_i l(f_i, y_i)`` at parameters ``P`` under slopes ``S``."""
     f = np.empty(Xa.shape[0])
     network_outputs(Xa, P, S, f)
+    return loss_from_outputs(f, y, loss_kind, c)
+
+
+@jit
+def loss_from_outputs(f, y, loss_kind, c):
+    """``L = c sum_i l(f_i, y_i)`` from the network outputs ``f``."""
     total = 0.0
     for i in range(len(f)):
         total += loss_terms(loss_kind, f[i], y[i])
@@ -176,16 +265,28 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
 
 @jit
 def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_offset, cons_sample, cons_pinv,
-                        C, Z, F, G, A0, A1, A2, R, Cm, log_clock, s0):
+                        C, F, G, A0, A1, A2, R, Cm, log_clock, s0, QWA, T, Xg):
     """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``.
+
+    Each order costs two matrix products of size ``n m (d + 1)`` (BLAS on large problems), the two of one
+    gradient evaluation, and ``O(k m d + k n)`` for the Cauchy sums:
+
+    * ``f^[k] = sum_l sum_j a_j^[l] s_ij z_ij^[k-l] = <(S @ Q^[k])_i, Xa_i>`` with ``Q_j^[k] = sum_l a_j^[l]
+      p_j^[k-l]`` (``p_j = (w_j, b_j)``, ``z_ij = <p_j, Xa_i>``);
+    * ``R^[k] = S.T @ (G^[k] Xa)``, i.e. ``R_j^[k] = sum_i s_ij G_i^[k] Xa_i``; then
+      ``p_j'^[k] = -sum_l a_j^[l] R_j^[k-l]`` and
+      ``a_j'^[k] = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l] = -sum_l <p_j^[k-l], R_j^[l]>``.
+
+    The switching functions' coefficients ``z_ij^[k]`` are not needed by the recurrence; the event search
+    computes them only where it cannot rule a root out (:func:`.driver.earliest_switching`).
 
     Parameters
     ----------
-    Xa : ndarray, shape (n, d + 1)
+    Xa : ndarray, shape (n, d + 1), C-contiguous
         Data with a column of ones appended.
     y : ndarray, shape (n,)
         Labels (targets for the square loss).
-    S : ndarray, shape (n, m)
+    S : ndarray, shape (n, m), C-contiguous
         Slopes of the current activation pattern.
     loss_kind : int
         ``LOSS_EXP``, ``LOSS_LOGISTIC`` or ``LOSS_SQUARE``.
@@ -204,9 +305,9 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
         Taylor recurrence and is applied order by order.
     C : ndarray, shape (>= K + 1, m, d + 2)
         ``C[0]`` holds the state on entry; ``C[1..K]`` are filled.
-    Z, F, G, A0, A1, A2, R : ndarray
-        Work arrays of shapes ``(>= K + 1, n, m)``, ``(>= K + 1, n)`` (five of them) and ``(>= K + 1, m, d + 1)``.
-        On return ``Z[0..K]`` holds the Taylor coefficients of every switching function ``z_ij``.
+    F, G, A0, A1, A2, R : ndarray
+        Work arrays of shapes ``(>= K + 1, n)`` (five of them) and ``(>= K + 1, m, d + 1)`` (C-contiguous).
+        On return ``F[0..K-1]`` holds the series of the network outputs (``F[0]``: the outputs at ``C[0]``).
     Cm : ndarray, shape (>= K, n_slots)
         Output: the coefficients ``N_j^+ v`` of each constrained surface; the Filippov multiplier is
         ``Cm / (a_j G_i)``.
@@ -214,48 +315,61 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
         Expand in ``s = ln(1 + t)`` instead of ``t`` (``d theta / ds = e^s theta'``, see
         :func:`_loss_derivative_order`); ``s0`` is the expansion point.
     s0 : float
+    QWA, T, Xg : ndarray
+        C-contiguous scratch of shapes ``(3, m, d + 1)``, ``(n, d + 1)``, ``(n, d + 1)``.
     """
     n, da = Xa.shape
     m = C.shape[1]
     d = da - 1
-    U = np.empty((order + 1, n, m))
-    outer = np.empty(m)
+    Q = QWA[0]
+    Wp = QWA[1]
+    Ap = QWA[2]
     for k in range(order):
-        preactivations(Xa, C[k], Z[k])
-        for i in range(n):
-            for j in range(m):
-                U[k, i, j] = S[i, j] * Z[k, i, j]
-        # f_i^[k] = sum_l sum_j a_j^[l] s_ij z_ij^[k-l]   (contiguous inner loops)
         lmax = k if train_outer else 0
+        # the Cauchy sums over the coefficients known before this order's products, in one pass over l per block
+        # of neurons (so that the three accumulators stay in cache while C[k-l], R[k-l] and R[l] stream by):
+        #   Q_j = sum_{l=0}^{lmax} a_j^[l] p_j^[k-l]   (for f^[k])
+        #   Wp_j = sum_{l=1}^{lmax} a_j^[l] R_j^[k-l]  (p_j'^[k] without its l = 0 term)
+        #   Ap_j = sum_{l=0}^{k-1} p_j^[k-l] R_j^[l]   (a_j'^[k] per feature, without its l = k term)
+        for j0 in range(0, m, _NEURON_BLOCK):
+            j1 = min(m, j0 + _NEURON_BLOCK)
+            for j in range(j0, j1):
+                a0 = C[0, j, da]
+                for q in range(da):
+                    Q[j, q] = a0 * C[k, j, q]
+                    Wp[j, q] = 0.0
+                if train_outer and k > 0:
+                    for q in range(da):
+                        Ap[j, q] = C[k, j, q] * R[0, j, q]
+            for l in range(1, lmax + 1):
+                for j in range(j0, j1):
+                    al = C[l, j, da]
+                    for q in range(da):
+                        Q[j, q] += al * C[k - l, j, q]
+                        Wp[j, q] += al * R[k - l, j, q]
+                    if l < k:
+                        for q in range(da):
+                            Ap[j, q] += C[k - l, j, q] * R[l, j, q]
+        # f_i^[k] = <(S Q)_i, Xa_i>
+        matmul_nn(S, Q, T)
         for i in range(n):
-            F[k, i] = 0.0
-        for l in range(lmax + 1):
-            for j in range(m):
-                outer[j] = C[l, j, da]
-            for i in range(n):
-                acc = 0.0
-                for j in range(m):
-                    acc += outer[j] * U[k - l, i, j]
-                F[k, i] += acc
+            acc = 0.0
+            for q in range(da):
+                acc += T[i, q] * Xa[i, q]
+            F[k, i] = acc
         _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0)
         # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
-        for j in range(m):
-            for q in range(da):
-                R[k, j, q] = 0.0
         for i in range(n):
-            for j in range(m):
-                sg = S[i, j] * G[k, i]
-                if sg != 0.0:
-                    for q in range(da):
-                        R[k, j, q] += sg * Xa[i, q]
+            g = G[k, i]
+            for q in range(da):
+                Xg[i, q] = g * Xa[i, q]
+        matmul_tn(S, Xg, R[k])
         inv = 1.0 / (k + 1)
         for j in range(m):
             # (w_j, b_j)' = -sum_l a_j^[l] R_j^[k-l]
+            a0 = C[0, j, da]
             for q in range(da):
-                acc = 0.0
-                for l in range(lmax + 1):
-                    acc += C[l, j, da] * R[k - l, j, q]
-                C[k + 1, j, q] = -acc
+                C[k + 1, j, q] = -(a0 * R[k, j, q] + Wp[j, q])
             if not bias:
                 C[k + 1, j, d] = 0.0
             for slot in range(cons_offset[j], cons_offset[j + 1]):
@@ -272,18 +386,16 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
             for q in range(da):
                 C[k + 1, j, q] *= inv
             C[k + 1, j, da] = 0.0
-        if train_outer:
-            # a_j' = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l]
-            for j in range(m):
-                outer[j] = 0.0
-            for l in range(k + 1):
-                for i in range(n):
-                    g = G[l, i]
-                    for j in range(m):
-                        outer[j] += g * U[k - l, i, j]
-            for j in range(m):
-                C[k + 1, j, da] = -outer[j] * inv
-    preactivations(Xa, C[order], Z[order])
+            if train_outer:
+                # a_j' = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l] = -sum_l <p_j^[k-l], R_j^[l]>
+                acc = 0.0
+                if k > 0:
+                    for q in range(da):
+                        acc += Ap[j, q] + C[0, j, q] * R[k, j, q]
+                else:
+                    for q in range(da):
+                        acc += C[0, j, q] * R[0, j, q]
+                C[k + 1, j, da] = -acc * inv
 
 
 @jit
@@ -310,9 +422,15 @@ def velocity_inner(Xa, y, S, loss_kind, c, P, G, log_clock, s):
 @jit
 def log_network_loss(Xa, y, P, S, loss_kind, c):
     """``ln L`` at ``P`` under slopes ``S``, without underflow (``-inf`` only when ``L`` is exactly 0)."""
-    n = Xa.shape[0]
-    f = np.empty(n)
+    f = np.empty(Xa.shape[0])
     network_outputs(Xa, P, S, f)
+    return log_loss_from_outputs(f, y, loss_kind, c)
+
+
+@jit
+def log_loss_from_outputs(f, y, loss_kind, c):
+    """``ln L`` from the network outputs ``f``, without underflow (``-inf`` only when ``L`` is exactly 0)."""
+    n = len(f)
     terms = np.empty(n)
     top = -math.inf
     for i in range(n):
@@ -340,10 +458,11 @@ def horner_state(C, order, tau, out):
     m, w = C.shape[1], C.shape[2]
     for j in range(m):
         for q in range(w):
-            acc = C[order, j, q]
-            for k in range(order - 1, -1, -1):
-                acc = acc * tau + C[k, j, q]
-            out[j, q] = acc
+            out[j, q] = C[order, j, q]
+    for k in range(order - 1, -1, -1):
+        for j in range(m):
+            for q in range(w):
+                out[j, q] = out[j, q] * tau + C[k, j, q]
 
 
 @jit
@@ -353,10 +472,44 @@ def velocity_energy(C, order, h):
     With ``D_k = (k + 1) C[k + 1] h^k`` (bounded: the step keeps ``|C[k]| h^k`` small, even where ``C[k]`` itself
     overflows a product) it is ``h sum_{k, l} <D_k, D_l> / (k + l + 1)``. Every product is kept: near
     convergence the velocity is tiny next to the state that sets the step, so its high-order terms are not
-    negligible relative to the velocity itself.
+    negligible relative to the velocity itself. On large states the Gram matrix ``<C[k], C[l]>`` is one matrix
+    product (then scaled), or ``<D_k, D_l>`` when some ``C[k]`` is too large or too small to be squared.
     """
     m, w = C.shape[1], C.shape[2]
     total = 0.0
+    if order * order * m * w >= 2 * BLAS_MIN_WORK:
+        rows = C.reshape(C.shape[0], m * w)[1:order + 1]
+        squarable = True
+        for k in range(order):
+            top = 0.0
+            for x in rows[k]:
+                top = max(top, abs(x))
+            if not (top == 0.0 or 1e-140 < top < 1e140):
+                squarable = False
+        gram = np.empty((order, order))
+        if squarable:
+            matmul_nt(rows, rows, gram)
+        else:
+            D = np.empty((order, m * w))
+            hk = 1.0
+            for k in range(order):
+                sk = (k + 1) * hk
+                for p in range(m * w):
+                    D[k, p] = rows[k, p] * sk
+                hk *= h
+            matmul_nt(D, D, gram)
+        hk = 1.0
+        for k in range(order):
+            sk = (k + 1) * hk
+            hl = hk
+            for l in range(k, order):
+                sl = (l + 1) * hl
+                dot = gram[k, l] * sk * sl if squarable else gram[k, l]
+                term = dot / (k + l + 1)
+                total += term if k == l else 2.0 * term
+                hl *= h
+            hk *= h
+        return total * h
     hk = 1.0
     for k in range(order):
         sk = (k + 1) * hk
@@ -389,6 +542,28 @@ def velocity_energy_log(C, order, h, s0, nodes, weights):
     pieces = int(math.ceil(span))
     width = span / pieces
     total = 0.0
+    n_nodes = len(nodes)
+    if n_nodes * order * m * w >= 2 * BLAS_MIN_WORK:
+        # on large states P'(tau) at the nodes of a piece is one matrix product: powers (n_nodes, order) times
+        # the coefficients C[1..order] (order, m (d + 2))
+        rows = C.reshape(C.shape[0], m * w)[1:order + 1]
+        powers = np.empty((n_nodes, order))
+        values = np.empty((n_nodes, m * w))
+        for p in range(pieces):
+            for g in range(n_nodes):
+                tau = (p + nodes[g]) * width
+                tk = 1.0
+                for k in range(order):
+                    powers[g, k] = (k + 1) * tk
+                    tk *= tau
+            matmul_nn(powers, rows, values)
+            for g in range(n_nodes):
+                tau = (p + nodes[g]) * width
+                sq = 0.0
+                for x in values[g]:
+                    sq += x * x
+                total += weights[g] * width * sq * math.exp(-(s0 + tau))
+        return total
     for p in range(pieces):
         for g in range(len(nodes)):
             tau = (p + nodes[g]) * width
