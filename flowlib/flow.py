@@ -58,9 +58,9 @@ def initial_surfaces(problem: Problem, P: np.ndarray) -> tuple[np.ndarray, np.nd
     """
     Xa = problem.augmented_inputs
     active = np.ascontiguousarray((Xa @ P[:, : P.shape[1] - 1].T) > 0.0)
-    normals = Xa if problem.bias else Xa[:, :-1]
     mode = np.zeros(active.shape, dtype=np.int8)
-    mode[np.all(normals == 0.0, axis=1), :] = driver.MODE_VOID
+    if not problem.bias:  # with a bias the normal (x_i, 1) is never 0
+        mode[~Xa[:, :-1].any(axis=1), :] = driver.MODE_VOID
     return active, mode
 
 
@@ -234,86 +234,148 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
         return _mp_flow(problem, params0, t_end, log_t_end, log_clock, int(dps), rtol, solution, float(selection),
                         tie, t_eval, dense_output, max_steps, max_events, progress, callback)
 
-    order = order_for(float(rtol))
-    P = params0.packed()
-    n, m, w = problem.n, params0.m, P.shape[1]
+    return _float64_flow(problem, params0.packed(), u_end, log_clock, float(rtol), solution, selection, tie, t_eval,
+                         u_eval, dense_output, max_steps, max_events, progress, callback)
+
+
+def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int) -> tuple[tuple, tuple]:
+    """Fresh output buffers of one :func:`~flowlib.kernels.driver.integrate_chunk` call, in its argument order.
+
+    Returns
+    -------
+    per_step : tuple of ndarray
+        ``t`` (start), ``h``, Taylor coefficients ``C`` (``steps, order + 1, m, w``), loss and energy of each step.
+    per_event : tuple of ndarray
+        Time, kind, neuron, sample, side and multiplier of each event; ``events`` entries.
+    """
+    per_step = (np.empty(steps), np.empty(steps), np.empty((steps, order + 1, m, w)), np.empty(steps),
+                np.empty(steps))
+    per_event = (np.empty(events), np.empty(events, np.int8), np.empty(events, np.int64), np.empty(events, np.int64),
+                 np.empty(events, np.int8), np.empty(events))
+    return per_step, per_event
+
+
+class _Trajectory:
+    """What the chunks of a float64 run produced so far, kept as views into their buffers and joined once at the end.
+
+    Parameters
+    ----------
+    P : ndarray, shape (m, d + 2)
+        The packed initial state (the kernel advances it in place).
+    u_eval : ndarray
+        The ``t_eval`` times in the integration variable, sorted.
+    order : int
+        Taylor order.
+    dense_output : bool
+        Keep every step's Taylor coefficients.
+    log_clock : bool
+        The integration variable is ``s = ln(1 + t)`` (event times are converted to ``t``).
+    """
+
+    def __init__(self, P: np.ndarray, u_eval: np.ndarray, order: int, dense_output: bool, log_clock: bool):
+        self.u_eval, self.order, self.dense_output, self.log_clock = u_eval, order, dense_output, log_clock
+        self.t, self.start, self.loss, self.energy, self.coefficients, self.states_eval = [], [], [], [], [], []
+        self.events: list[Event] = []
+        self.steps = 0
+        self.eval_done = 0
+        if len(u_eval) and u_eval[0] == 0.0:
+            self.eval_done = int(np.searchsorted(u_eval, 0.0, side="right"))
+            self.states_eval.append(np.repeat(P[None], self.eval_done, axis=0))
+
+    def add_steps(self, k: int, now: float, out_t, out_h, out_C, out_loss, out_energy) -> None:
+        """Keep the ``k`` steps of a chunk that ended at ``now``, and the ``t_eval`` states they cover."""
+        self.t.append(out_t[:k])
+        self.loss.append(out_loss[:k])
+        self.energy.append(out_energy[:k])
+        if self.eval_done < len(self.u_eval):
+            reached = self.eval_done + int(np.searchsorted(self.u_eval[self.eval_done:], now, side="right"))
+            if reached > self.eval_done:
+                self.states_eval.append(_evaluate(self.u_eval[self.eval_done:reached], out_t[:k], out_h[:k],
+                                                  out_C[:k], self.order))
+                self.eval_done = reached
+        self.start.append(out_C[:k, 0].copy())
+        if self.dense_output:
+            self.coefficients.append(out_C[:k])
+        self.steps += k
+
+    def add_events(self, e: int, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult) -> None:
+        """Keep the ``e`` events of a chunk as :class:`Event` objects (flow time; inf past float64's largest)."""
+        times = ev_t[:e]
+        if self.log_clock:
+            with np.errstate(over="ignore"):
+                times = np.expm1(times)
+        self.events.extend(Event(t, EVENT_KINDS[kind], neuron, sample, side, mult) for t, kind, neuron, sample, side,
+                           mult in zip(times.tolist(), ev_kind[:e].tolist(), ev_neuron[:e].tolist(),
+                                       ev_sample[:e].tolist(), ev_side[:e].tolist(), ev_mult[:e].tolist()))
+
+
+def _flow_time(u: float, log_clock: bool) -> float:
+    """Flow time at ``u`` in the integration variable (``t`` itself, or ``s = ln(1 + t)``; inf past float64)."""
+    if not log_clock:
+        return float(u)
+    with np.errstate(over="ignore"):
+        return float(np.expm1(u))
+
+
+def _stop_reason(code: int, interrupted: bool, run: _Trajectory, max_steps: int, max_events: int, where: str,
+                 now: float) -> tuple[Status, str] | None:
+    """Why the run stops after a chunk that returned ``code`` and ended at ``now`` (``None``: it goes on)."""
+    if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
+        outcome, message = _KERNEL_STATUS[code]
+        return outcome, message if outcome == Status.SUCCESS else f"{message} ({where} = {now!r})"
+    if interrupted:
+        return Status.INTERRUPTED, f"interrupted at {where} = {now!r}"
+    if run.steps >= max_steps:
+        return Status.MAX_STEPS, f"max_steps = {max_steps} used up at {where} = {now!r}"
+    if len(run.events) >= max_events:
+        return Status.MAX_EVENTS, f"max_events = {max_events} used up at {where} = {now!r}"
+    return None
+
+
+def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool, rtol: float, solution: str,
+                  selection: float, tie: str, t_eval: np.ndarray, u_eval: np.ndarray, dense_output: bool,
+                  max_steps: int, max_events: int, progress: bool, callback) -> FlowResult:
+    """The float64 branch of :func:`gradient_flow` (arguments checked): call the kernel chunk by chunk from the
+    packed state ``P`` (advanced in place) to ``u_end`` in the integration variable, and wrap its output.
+
+    A chunk starts at 32 steps and doubles (up to 8192) while it takes under 25 ms, so that a small problem runs in
+    one call of the kernel and a large one still stops within ~50 ms on Ctrl-C, a callback or a progress update.
+    """
+    order = order_for(rtol)
+    n, m, w = problem.n, P.shape[0], P.shape[1]
     Xa = problem.augmented_inputs
+    nodes, weights = gauss_legendre(order + 1)
+    setup = (Xa, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias, problem.train_outer, order,
+             rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock, nodes, weights)
     active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
     now = np.zeros(1)
-
-    t_parts, start_parts, C_parts, loss_parts, energy_parts = [], [], [], [], []
-    eval_parts = []
-    eval_done = 0
-    if len(u_eval) and u_eval[0] == 0.0:
-        eval_done = int(np.searchsorted(u_eval, 0.0, side="right"))
-        eval_parts.append(np.repeat(P[None], eval_done, axis=0))
-    events: list[Event] = []
-    steps_done = 0
+    run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = _FIRST_CHUNK_STEPS
-    outcome, message = Status.SUCCESS, "reached t_end"
     bar = progress_bar(progress, u_end, "gradient flow" + (" (clock ln(1+t))" if log_clock else ""))
-    nodes, weights = gauss_legendre(order + 1)
     where = "ln(1+t)" if log_clock else "t"
     started = time.perf_counter()
     try:
         with sigint_flag() as interrupted:
             while True:
-                budget_steps = min(chunk_steps, max_steps - steps_done)
-                budget_events = min(_CHUNK_EVENTS, max_events - len(events))
-                out_t = np.empty(budget_steps)
-                out_h = np.empty(budget_steps)
-                out_C = np.empty((budget_steps, order + 1, m, w))
-                out_loss = np.empty(budget_steps)
-                out_energy = np.empty(budget_steps)
-                capacity = budget_events + 3 * n * m
-                ev_t, ev_mult = np.empty(capacity), np.empty(capacity)
-                ev_kind, ev_side = np.empty(capacity, np.int8), np.empty(capacity, np.int8)
-                ev_neuron, ev_sample = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
+                budget_steps = min(chunk_steps, max_steps - run.steps)
+                budget_events = min(_CHUNK_EVENTS, max_events - len(run.events))
+                per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w)
                 tick = time.perf_counter()
-                code, k, e = driver.integrate_chunk(
-                    Xa, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias,
-                    problem.train_outer, order, float(rtol), solution == "caratheodory", float(selection),
-                    TIE_POLICIES[tie], log_clock, nodes, weights, P, active, mode, drop, now, u_end, budget_steps,
-                    budget_events, out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron,
-                    ev_sample, ev_side, ev_mult)
+                code, k, e = driver.integrate_chunk(*setup, P, active, mode, drop, now, u_end, budget_steps,
+                                                    budget_events, *per_step, *per_event)
                 elapsed = time.perf_counter() - tick
                 if k:
-                    t_parts.append(out_t[:k])
-                    loss_parts.append(out_loss[:k])
-                    energy_parts.append(out_energy[:k])
-                    reached = eval_done + int(np.searchsorted(u_eval[eval_done:], now[0], side="right"))
-                    if reached > eval_done:
-                        eval_parts.append(_evaluate(u_eval[eval_done:reached], out_t[:k], out_h[:k], out_C[:k],
-                                                    order))
-                        eval_done = reached
-                    start_parts.append(out_C[:k, 0].copy())
-                    if dense_output:
-                        C_parts.append(out_C[:k])
-                    steps_done += k
-                with np.errstate(over="ignore"):
-                    ev_time = np.expm1(ev_t[:e]) if log_clock else ev_t[:e]
-                events.extend(Event(float(ev_time[q]), EVENT_KINDS[int(ev_kind[q])], int(ev_neuron[q]),
-                                    int(ev_sample[q]), int(ev_side[q]), float(ev_mult[q])) for q in range(e))
+                    run.add_steps(k, now[0], *per_step)
+                if e:
+                    run.add_events(e, *per_event)
                 if bar is not None:
                     bar.update(now[0] - bar.n)
-                with np.errstate(over="ignore"):
-                    t_now = float(np.expm1(now[0])) if log_clock else float(now[0])
-                stop_requested = bool(callback(t_now, steps_done, len(events))) if callback else False
-                if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
-                    outcome, message = _KERNEL_STATUS[code]
-                    if outcome != Status.SUCCESS:
-                        message = f"{message} ({where} = {float(now[0])!r})"
-                    break
-                if interrupted["set"] or stop_requested:
-                    outcome, message = Status.INTERRUPTED, f"interrupted at {where} = {float(now[0])!r}"
-                    break
-                if steps_done >= max_steps:
-                    outcome, message = Status.MAX_STEPS, f"max_steps = {max_steps} used up at {where} = {float(now[0])!r}"
-                    break
-                if len(events) >= max_events:
-                    outcome = Status.MAX_EVENTS
-                    message = f"max_events = {max_events} used up at {where} = {float(now[0])!r}"
+                stop_requested = bool(callback(_flow_time(now[0], log_clock), run.steps, len(run.events))) \
+                    if callback else False
+                stop = _stop_reason(code, interrupted["set"] or stop_requested, run, max_steps, max_events, where,
+                                    float(now[0]))
+                if stop is not None:
                     break
                 if elapsed < 0.5 * _CHUNK_SECONDS:
                     chunk_steps = min(2 * chunk_steps, _MAX_CHUNK_STEPS)
@@ -321,31 +383,37 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - started
+    return _flow_result(problem, run, P, now, stop, t_eval, rtol, wall,
+                        {"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
+                         "solution": solution, "selection": selection, "tie": tie,
+                         "clock": "log" if log_clock else "t"})
 
-    t_steps = np.concatenate(t_parts) if t_parts else np.empty(0)
-    u_grid = np.append(t_steps, now[0]) if len(t_steps) else np.array([0.0])
-    states = np.concatenate(start_parts + [P[None]])
-    loss_start = np.concatenate(loss_parts) if loss_parts else np.empty(0)
-    final_loss = driver.loss_along(Xa, problem.y, problem.loss_code, problem.scale, problem.leak, P[None].copy(),
-                                   log_clock)
-    loss = np.append(loss_start, final_loss)
+
+def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, now: np.ndarray, stop: tuple[Status, str],
+                 t_eval: np.ndarray, rtol: float, wall: float, options: dict) -> FlowResult:
+    """Join the pieces of a float64 run that ended in state ``P`` at ``now[0]`` into its :class:`FlowResult`."""
+    log_clock, order = run.log_clock, run.order
+    m, w = P.shape
+    u_grid = np.concatenate(run.t + [now]) if run.t else np.array([0.0])
+    states = np.concatenate(run.start + [P[None]])
+    final_loss = driver.loss_along(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale,
+                                   problem.leak, P[None], log_clock)
+    loss = np.concatenate(run.loss + [final_loss])
     with np.errstate(divide="ignore", over="ignore"):
         log_loss = loss if log_clock else np.log(loss)
         loss = np.exp(loss) if log_clock else loss
         t_grid = np.expm1(u_grid) if log_clock else u_grid
+    if not run.dense_output:
+        coefficients = None
+    else:
+        coefficients = np.concatenate(run.coefficients) if run.coefficients else np.empty((0, order + 1, m, w))
     return FlowResult(
-        problem=problem, t=t_grid, states=states, loss=loss, log_loss=log_loss, clock=clock,
-        s=u_grid if log_clock else None,
-        energy=np.concatenate(energy_parts) if energy_parts else np.empty(0), events=tuple(events),
-        status=outcome, message=message,
-        coefficients=np.concatenate(C_parts) if (dense_output and C_parts) else (
-            np.empty((0, order + 1, m, w)) if dense_output else None),
-        t_eval=t_eval[:eval_done],
-        states_eval=np.concatenate(eval_parts) if eval_parts else np.empty((0, m, w)),
-        order=order, rtol=float(rtol), wall_s=wall,
-        options={"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
-                 "solution": solution, "selection": float(selection), "tie": tie, "clock": clock})
-
+        problem=problem, t=t_grid, states=states, loss=loss, log_loss=log_loss, clock=options["clock"],
+        s=u_grid if log_clock else None, energy=np.concatenate(run.energy) if run.energy else np.empty(0),
+        events=tuple(run.events), status=stop[0], message=stop[1], coefficients=coefficients,
+        t_eval=t_eval[:run.eval_done],
+        states_eval=np.concatenate(run.states_eval) if run.states_eval else np.empty((0, m, w)),
+        order=order, rtol=rtol, wall_s=wall, options=options)
 
 
 def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, solution, selection, tie, t_eval,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from flowlib import examples
+from flowlib import examples, flow
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,24 @@ def test_ctrl_c_returns_partial_result(os_case, python_sigint_handler):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_in_the_first_chunk_and_handler_restored_on_error(os_case, python_sigint_handler):
+    prob, p0 = os_case
+
+    def press_ctrl_c(t, n_steps, n_events):
+        os.kill(os.getpid(), signal.SIGINT)
+
+    res = fl.gradient_flow(prob, p0, 1e4, callback=press_ctrl_c)
+    assert res.status == "interrupted" and res.n_steps == flow._FIRST_CHUNK_STEPS  # the first chunk is covered too
+    assert_consistent(res)
+
+    def fail(t, n_steps, n_events):
+        raise RuntimeError("callback failed")
+
+    with pytest.raises(RuntimeError, match="callback failed"):
+        fl.gradient_flow(prob, p0, 1e4, callback=fail)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_callback_can_stop(os_case):
