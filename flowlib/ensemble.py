@@ -268,10 +268,8 @@ def _chunk_size(chunk_size, count: int) -> int:
 def _settings(method, problems, shape, t_end, log_t_end, clock, lr, steps, until, rtol, solution, selection, tie,
               max_steps, max_events) -> dict:
     """Checked options of the run: kernel arguments (``kernel``) and their JSON record (``options``)."""
-    leak = min(p.leak for p in problems)
-    selection = check_solution(problems[0], solution, selection, tie) if len(problems) == 1 else \
-        check_solution(Problem(X=[[1.0]], y=[1.0], activation="leaky_relu" if leak else "relu", leak=leak),
-                       solution, selection, tie)
+    # sigma'(0) must lie in [leak, 1] for every problem: check against the one with the largest leak
+    selection = check_solution(max(problems, key=lambda p: p.leak), solution, selection, tie)
     rule = until if until is not None else Until()
     loss_below, coef, offset, lin_tol = rule.kernel_arguments(shape)
     options = {"method": method, "until": rule.to_dict(), "selection": selection}
@@ -307,7 +305,7 @@ def _settings(method, problems, shape, t_end, log_t_end, clock, lr, steps, until
 
 
 # ----- computing chunks -----------------------------------------------------------------------------------------
-def compute_chunk(job: _Job, pool=None) -> dict:
+def compute_chunk(job: _Job, pool=None, threads: int = 1) -> dict:
     """The per-member arrays of one chunk (what a Dask task returns). With a thread ``pool`` the members are run in
     small slices on its threads (the kernels release the GIL); each member's numbers are the same either way."""
     count, shape = len(job.inits), job.inits.shape[1:]
@@ -320,7 +318,7 @@ def compute_chunk(job: _Job, pool=None) -> dict:
         if pool is None:
             slices = [slice(0, len(rows))]
         else:
-            step = max(1, len(rows) // (8 * pool._max_workers))
+            step = max(1, len(rows) // (8 * threads))
             slices = [slice(lo, lo + step) for lo in range(0, len(rows), step)]
         run = partial(_run_group, job.method, problem, settings=job.settings["kernel"])
         parts = map(run, (np.ascontiguousarray(P0[s]) for s in slices)) if pool is None else \
@@ -372,11 +370,12 @@ class _local_runner:
     """Chunks one after the other in this process, the members of a chunk in slices on a pool of threads."""
 
     def __init__(self, workers):
-        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+        self.threads = workers or os.cpu_count() or 1
+        self.pool = ThreadPoolExecutor(max_workers=self.threads)
 
     def __call__(self, jobs: dict):
         for index, job in jobs.items():
-            yield index, compute_chunk(job, self.pool)
+            yield index, compute_chunk(job, self.pool, self.threads)
 
     def close(self):
         self.pool.shutdown(cancel_futures=True)

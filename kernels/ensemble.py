@@ -27,7 +27,7 @@ from . import status
 from ._jit import jit
 from .descent import descent_step, iterate_loss
 from .driver import integrate_chunk, loss_along
-from .series import preactivations
+from .series import horner_state, preactivations
 
 REACHED = status.REACHED
 DEADLINE = status.DEADLINE
@@ -228,12 +228,7 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
             q, tau, below = _stop_in_chunk(coef, offset, lin_tol, use_lin, threshold, below, out_t, out_h, out_C,
                                            out_loss, k, order)
             if q >= 0:
-                for j in range(m):
-                    for p in range(w):
-                        acc = out_C[q, order, j, p]
-                        for r in range(order - 1, -1, -1):
-                            acc = acc * tau + out_C[q, r, j, p]
-                        P[j, p] = acc
+                horner_state(out_C[q], order, tau, P)
                 clock[0] = out_t[q] + tau
                 n_events += _count_events(ev_kind, ev_t, e, clock[0], counts)
                 steps += q + (1 if tau > 0.0 else 0)

@@ -12,6 +12,7 @@ import pytest
 
 import flowlib as fl
 from flowlib import examples
+from flowlib.peers.exact import seed000_exact  # the closed form of note 000 §1.8
 
 DPS = 40
 
@@ -19,38 +20,6 @@ DPS = 40
 # --------------------------------------------------------------------------------------------------------------
 # Seed 000: closed form through both kinks, which then stick (Smorodinsky et al.; note 000 §1.8)
 # --------------------------------------------------------------------------------------------------------------
-def seed000_exact(theta0, t):
-    """(w1, b1, w2, b2)(t) and the kink times, from the decoupled u/v closed form (requires u1 > 0, v2 < 0)."""
-    w1, b1, w2, b2 = (mp.mpf(float(v)) for v in theta0)
-    u1, u2, v1, v2 = w1 + b1, w2 + b2, w1 - b1, w2 - b2
-    t = mp.mpf(t)
-    events = {}
-    if v1 < 0:  # v1 + v2 = const, e^{v1 - v2} = e^{v1(0) - v2(0)} + 2t until v1 hits 0, then sticks
-        c = v1 + v2
-        t_v = -mp.exp(-v2) * mp.sinh(v1)
-        events["v"] = t_v
-        if t <= t_v:
-            diff = mp.log(mp.exp(v1 - v2) + 2 * t)
-            v1t, v2t = (c + diff) / 2, (c - diff) / 2
-        else:
-            v1t, v2t = mp.mpf(0), -mp.log(mp.exp(-c) + (t - t_v))
-    else:
-        v1t, v2t = v1, -mp.log(mp.exp(-v2) + t)
-    if u2 > 0:
-        c = u1 + u2
-        t_u = mp.exp(u1) * mp.sinh(u2)
-        events["u"] = t_u
-        if t <= t_u:
-            diff = mp.log(mp.exp(u1 - u2) + 2 * t)
-            u1t, u2t = (c + diff) / 2, (c - diff) / 2
-        else:
-            u1t, u2t = mp.log(mp.exp(c) + (t - t_u)), mp.mpf(0)
-    else:
-        u1t, u2t = mp.log(mp.exp(u1) + t), u2
-    state = [(u1t + v1t) / 2, (u1t - v1t) / 2, (u2t + v2t) / 2, (u2t - v2t) / 2]
-    return state, events
-
-
 SEED000_INITS = [(2.0, 3.0, -2.0, 3.1), (1.0, 0.2, -1.0, 0.3), (0.5, 1.0, -0.8, 0.1), (1.0, 0.0, 0.5, 1.0),
                  (0.3, 0.8, -0.2, 0.4), (2.5, 0.1, -0.3, 0.05)]
 
