@@ -51,16 +51,11 @@ def _evaluate(times, t0, h, C, order):
 
 
 def initial_surfaces(problem: Problem, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Side of every surface (``z_ij > 0``) and its mode at the packed state ``P``, as the kernel starts from them.
-
-    ``x_i = 0`` without bias makes ``z_ij`` identically 0: the sample never moves neuron ``j`` and there is no
-    surface at all (``MODE_VOID``).
-    """
-    Xa = problem.augmented_inputs
-    active = np.ascontiguousarray((Xa @ P[:, : P.shape[1] - 1].T) > 0.0)
-    mode = np.zeros(active.shape, dtype=np.int8)
-    if not problem.bias:  # with a bias the normal (x_i, 1) is never 0
-        mode[~Xa[:, :-1].any(axis=1), :] = driver.MODE_VOID
+    """Side of every surface (``z_ij > 0``) and its mode at the packed state ``P``, as the kernel starts from them
+    (:func:`flowlib.kernels.driver.surface_sides`)."""
+    n, m = problem.n, P.shape[0]
+    active, mode = np.empty((n, m), dtype=np.bool_), np.empty((n, m), dtype=np.int8)
+    driver.surface_sides(problem.augmented_inputs, P, problem.bias, np.empty((n, m)), active, mode)
     return active, mode
 
 
@@ -238,18 +233,20 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
                          u_eval, dense_output, max_steps, max_events, progress, callback)
 
 
-def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int) -> tuple[tuple, tuple]:
+def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coefficients: bool) -> tuple[tuple, tuple]:
     """Fresh output buffers of one :func:`~flowlib.kernels.driver.integrate_chunk` call, in its argument order.
 
     Returns
     -------
     per_step : tuple of ndarray
-        ``t`` (start), ``h``, Taylor coefficients ``C`` (``steps, order + 1, m, w``), loss and energy of each step.
+        ``t`` (start), ``h``, Taylor coefficients ``C`` (``steps + 1, order + 1, m, w``; only the starting states,
+        ``steps + 1, 1, m, w``, without ``coefficients``), loss and energy of each step; ``t``, ``C`` and the loss
+        have one more entry, for the state the chunk reaches.
     per_event : tuple of ndarray
         Time, kind, neuron, sample, side and multiplier of each event; ``events`` entries.
     """
-    per_step = (np.empty(steps), np.empty(steps), np.empty((steps, order + 1, m, w)), np.empty(steps),
-                np.empty(steps))
+    per_step = (np.empty(steps + 1), np.empty(steps), np.empty((steps + 1, order + 1 if coefficients else 1, m, w)),
+                np.empty(steps + 1), np.empty(steps))
     per_event = (np.empty(events), np.empty(events, np.int8), np.empty(events, np.int64), np.empty(events, np.int64),
                  np.empty(events, np.int8), np.empty(events))
     return per_step, per_event
@@ -283,9 +280,10 @@ class _Trajectory:
             self.states_eval.append(np.repeat(P[None], self.eval_done, axis=0))
 
     def add_steps(self, k: int, now: float, out_t, out_h, out_C, out_loss, out_energy) -> None:
-        """Keep the ``k`` steps of a chunk that ended at ``now``, and the ``t_eval`` states they cover."""
-        self.t.append(out_t[:k])
-        self.loss.append(out_loss[:k])
+        """Keep the ``k`` steps of a chunk that ended at ``now`` (its entry ``k`` holds the time, state and loss
+        reached: the run's end if this chunk is its last), and the ``t_eval`` states they cover."""
+        self.t.append(out_t[:k + 1])
+        self.loss.append(out_loss[:k + 1])
         self.energy.append(out_energy[:k])
         if self.eval_done < len(self.u_eval):
             reached = self.eval_done + int(np.searchsorted(self.u_eval[self.eval_done:], now, side="right"))
@@ -293,10 +291,18 @@ class _Trajectory:
                 self.states_eval.append(_evaluate(self.u_eval[self.eval_done:reached], out_t[:k], out_h[:k],
                                                   out_C[:k], self.order))
                 self.eval_done = reached
-        self.start.append(out_C[:k, 0].copy())
+        # the states alone are kept, not the whole coefficient buffer behind them
+        self.start.append(out_C[:k + 1, 0].copy() if out_C.shape[1] > 1 else out_C[:k + 1, 0])
         if self.dense_output:
             self.coefficients.append(out_C[:k])
         self.steps += k
+
+    def joined(self, pieces: list) -> np.ndarray:
+        """One array from per-chunk pieces of :attr:`t`, :attr:`start` or :attr:`loss`, which each end with the
+        entry of the state their chunk reached (the next chunk's first): all but the last piece lose it."""
+        if len(pieces) == 1:
+            return pieces[0]
+        return np.concatenate([piece[:-1] for piece in pieces[:-1]] + pieces[-1:])
 
     def add_events(self, e: int, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult) -> None:
         """Keep the ``e`` events of a chunk as :class:`Event` objects (flow time; inf past float64's largest)."""
@@ -360,13 +366,13 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
             while True:
                 budget_steps = min(chunk_steps, max_steps - run.steps)
                 budget_events = min(_CHUNK_EVENTS, max_events - len(run.events))
-                per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w)
+                per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
+                                                     dense_output or run.eval_done < len(u_eval))
                 tick = time.perf_counter()
                 code, k, e = driver.integrate_chunk(*setup, P, active, mode, drop, now, u_end, budget_steps,
                                                     budget_events, *per_step, *per_event)
                 elapsed = time.perf_counter() - tick
-                if k:
-                    run.add_steps(k, now[0], *per_step)
+                run.add_steps(k, now[0], *per_step)
                 if e:
                     run.add_events(e, *per_event)
                 if bar is not None:
@@ -383,33 +389,37 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - started
-    return _flow_result(problem, run, P, now, stop, t_eval, rtol, wall,
+    return _flow_result(problem, run, P, stop, t_eval, rtol, wall,
                         {"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
                          "solution": solution, "selection": selection, "tie": tie,
                          "clock": "log" if log_clock else "t"})
 
 
-def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, now: np.ndarray, stop: tuple[Status, str],
-                 t_eval: np.ndarray, rtol: float, wall: float, options: dict) -> FlowResult:
-    """Join the pieces of a float64 run that ended in state ``P`` at ``now[0]`` into its :class:`FlowResult`."""
+def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, stop: tuple[Status, str], t_eval: np.ndarray,
+                 rtol: float, wall: float, options: dict) -> FlowResult:
+    """Join the pieces of a float64 run that ended in state ``P`` into its :class:`FlowResult`."""
     log_clock, order = run.log_clock, run.order
     m, w = P.shape
-    u_grid = np.concatenate(run.t + [now]) if run.t else np.array([0.0])
-    states = np.concatenate(run.start + [P[None]])
-    final_loss = driver.loss_along(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale,
-                                   problem.leak, P[None], log_clock)
-    loss = np.concatenate(run.loss + [final_loss])
-    with np.errstate(divide="ignore", over="ignore"):
-        log_loss = loss if log_clock else np.log(loss)
-        loss = np.exp(loss) if log_clock else loss
-        t_grid = np.expm1(u_grid) if log_clock else u_grid
+    u_grid, states, loss = run.joined(run.t), run.joined(run.start), run.joined(run.loss)
+    if log_clock:
+        log_loss = loss
+        with np.errstate(over="ignore"):
+            loss, t_grid = np.exp(loss), np.expm1(u_grid)
+    else:
+        t_grid = u_grid
+        if loss.all():  # no zero loss: skip the errstate context, a few microseconds of a small run
+            log_loss = np.log(loss)
+        else:
+            with np.errstate(divide="ignore"):
+                log_loss = np.log(loss)
     if not run.dense_output:
         coefficients = None
     else:
-        coefficients = np.concatenate(run.coefficients) if run.coefficients else np.empty((0, order + 1, m, w))
+        coefficients = np.concatenate(run.coefficients) if len(run.coefficients) > 1 else run.coefficients[0]
     return FlowResult(
         problem=problem, t=t_grid, states=states, loss=loss, log_loss=log_loss, clock=options["clock"],
-        s=u_grid if log_clock else None, energy=np.concatenate(run.energy) if run.energy else np.empty(0),
+        s=u_grid if log_clock else None,
+        energy=np.concatenate(run.energy) if len(run.energy) > 1 else run.energy[0],
         events=tuple(run.events), status=stop[0], message=stop[1], coefficients=coefficients,
         t_eval=t_eval[:run.eval_done],
         states_eval=np.concatenate(run.states_eval) if run.states_eval else np.empty((0, m, w)),

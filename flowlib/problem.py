@@ -194,8 +194,12 @@ class Params:
 
     def packed(self) -> np.ndarray:
         """The kernels' layout: one row ``(w_j, b_j, a_j)`` per neuron, shape ``(m, d + 2)``."""
-        b = np.zeros(self.m) if self.b is None else self.b
-        return np.ascontiguousarray(np.column_stack([self.W, b, self.a]))
+        m, d = self.W.shape
+        rows = np.empty((m, d + 2))
+        rows[:, :d] = self.W
+        rows[:, d] = 0.0 if self.b is None else self.b
+        rows[:, d + 1] = self.a
+        return rows
 
     @classmethod
     def unpacked(cls, rows: np.ndarray, bias: bool) -> "Params":

@@ -460,10 +460,15 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     max_steps, max_events : int
         Budgets of this chunk; ``out_*`` must hold ``max_steps`` steps and ``ev_*`` at least
         ``max_events + 3 n m`` events.
-    out_t, out_h, out_loss, out_energy : ndarray, shape (max_steps,)
-        Start, length, loss at the start, and ``int |theta'|^2`` of each step.
-    out_C : ndarray, shape (max_steps, K + 1, m, d + 2)
-        Taylor coefficients of each step (dense output).
+    out_t, out_loss : ndarray, shape (max_steps + 1,)
+        Start and loss at the start of each step; entry ``n_steps`` receives the time and the loss at the state
+        reached (so that a caller joins chunks without evaluating the loss again).
+    out_h, out_energy : ndarray, shape (max_steps,)
+        Length and ``int |theta'|^2`` of each step.
+    out_C : ndarray, shape (max_steps + 1, K + 1, m, d + 2) or (max_steps + 1, 1, m, d + 2)
+        Taylor coefficients of each step (dense output), or only its starting state when the second axis has
+        length 1 (no dense output: ``m (d + 2)`` floats a step instead of ``(K + 1) m (d + 2)``, 27 MB at
+        ``m = 2000, d = 100``); ``out_C[n_steps, 0]`` receives the state reached.
     ev_t, ev_mult : ndarray of float64;  ev_kind, ev_side : ndarray of int8;  ev_neuron, ev_sample : int64
         Event log.
 
@@ -650,7 +655,10 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         # 5. record, advance, correct the drift
         out_t[n_steps] = t
         out_h[n_steps] = h
-        out_C[n_steps] = C
+        if out_C.shape[1] == 1:
+            out_C[n_steps, 0] = C[0]
+        else:
+            out_C[n_steps] = C
         # F[0]: the network outputs at the step's start, from the recurrence
         if log_clock:
             out_loss[n_steps] = log_loss_from_outputs(F[0], y, loss_kind, c)
@@ -690,7 +698,31 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             code = status.NONFINITE
             break
     clock[0] = t
+    out_t[n_steps] = t
+    out_C[n_steps, 0] = P
+    out_loss[n_steps] = loss_at(Xa, y, loss_kind, c, leak, P, Z1, S, log_clock)
     return code, n_steps, n_ev
+
+
+@jit
+def surface_sides(Xa, P, bias, Z, active, mode):
+    """Side (``z_ij > 0``) and mode of every surface at the packed state ``P``, as :func:`integrate_chunk` starts
+    from them; ``Z`` (shape ``(n, m)``) is scratch for the pre-activations.
+
+    ``x_i = 0`` without bias makes ``z_ij`` identically 0: the sample never moves a neuron and there is no surface
+    (``MODE_VOID``); with a bias the normal ``(x_i, 1)`` is never 0.
+    """
+    n, da = Xa.shape
+    m = P.shape[0]
+    preactivations(Xa, P, Z)
+    for i in range(n):
+        void = not bias
+        for q in range(da - 1):
+            if Xa[i, q] != 0.0:
+                void = False
+        for j in range(m):
+            active[i, j] = Z[i, j] > 0.0
+            mode[i, j] = MODE_VOID if void else MODE_FREE
 
 
 @jit
@@ -704,10 +736,17 @@ def loss_along(Xa, y, loss_kind, c, leak, states, log):
     Z = np.empty((n, m))
     S = np.empty((n, m))
     for s in range(k):
-        preactivations(Xa, states[s], Z)
-        for i in range(n):
-            for j in range(m):
-                S[i, j] = 1.0 if Z[i, j] > 0.0 else leak
-        out[s] = log_network_loss(Xa, y, states[s], S, loss_kind, c) if log else \
-            network_loss(Xa, y, states[s], S, loss_kind, c)
+        out[s] = loss_at(Xa, y, loss_kind, c, leak, states[s], Z, S, log)
     return out
+
+
+@jit
+def loss_at(Xa, y, loss_kind, c, leak, P, Z, S, log):
+    """Loss (``ln L`` when ``log``) at the packed state ``P``, with the pattern read from the state (``z_ij > 0``);
+    ``Z`` and ``S`` (shape ``(n, m)``) are scratch."""
+    n, m = Z.shape
+    preactivations(Xa, P, Z)
+    for i in range(n):
+        for j in range(m):
+            S[i, j] = 1.0 if Z[i, j] > 0.0 else leak
+    return log_network_loss(Xa, y, P, S, loss_kind, c) if log else network_loss(Xa, y, P, S, loss_kind, c)

@@ -203,9 +203,9 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
     m, w = P.shape
     drop = np.zeros((n, m), dtype=np.int8)
     clock = np.zeros(1)
-    out_t, out_h = np.empty(_CHUNK_STEPS), np.empty(_CHUNK_STEPS)
-    out_loss, out_energy = np.empty(_CHUNK_STEPS), np.empty(_CHUNK_STEPS)
-    out_C = np.empty((_CHUNK_STEPS, order + 1, m, w))
+    out_t, out_h = np.empty(_CHUNK_STEPS + 1), np.empty(_CHUNK_STEPS)
+    out_loss, out_energy = np.empty(_CHUNK_STEPS + 1), np.empty(_CHUNK_STEPS)
+    out_C = np.empty((_CHUNK_STEPS + 1, order + 1, m, w))
     cap = _CHUNK_EVENTS + 3 * n * m
     ev_t, ev_mult = np.empty(cap), np.empty(cap)
     ev_kind, ev_side = np.empty(cap, np.int8), np.empty(cap, np.int8)

@@ -65,6 +65,15 @@ def matmul_nn(A, B, out):
     if p * q * r >= BLAS_MIN_WORK:
         np.dot(A, B, out)
         return
+    loops_nn(A, B, out)
+
+
+@jit
+def loops_nn(A, B, out):
+    """:func:`matmul_nn` as plain loops, for callers that decided once that their products are small (a BLAS
+    branch in a small kernel's inner loop costs it about 1 us per Taylor series)."""
+    p, r = A.shape
+    q = B.shape[1]
     for a in range(p):
         for b in range(q):
             out[a, b] = 0.0
@@ -82,6 +91,14 @@ def matmul_tn(A, B, out):
     if p * q * r >= BLAS_MIN_WORK:
         np.dot(A.T, B, out)
         return
+    loops_tn(A, B, out)
+
+
+@jit
+def loops_tn(A, B, out):
+    """:func:`matmul_tn` as plain loops (see :func:`loops_nn`)."""
+    r, p = A.shape
+    q = B.shape[1]
     for a in range(p):
         for b in range(q):
             out[a, b] = 0.0
@@ -324,6 +341,7 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
     Q = QWA[0]
     Wp = QWA[1]
     Ap = QWA[2]
+    blas = n * m * da >= BLAS_MIN_WORK  # both products go to BLAS, decided once (see loops_nn)
     for k in range(order):
         lmax = k if train_outer else 0
         # the Cauchy sums over the coefficients known before this order's products, in one pass over l per block
@@ -351,7 +369,10 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
                         for q in range(da):
                             Ap[j, q] += C[k - l, j, q] * R[l, j, q]
         # f_i^[k] = <(S Q)_i, Xa_i>
-        matmul_nn(S, Q, T)
+        if blas:
+            np.dot(S, Q, T)
+        else:
+            loops_nn(S, Q, T)
         for i in range(n):
             acc = 0.0
             for q in range(da):
@@ -363,7 +384,10 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
             g = G[k, i]
             for q in range(da):
                 Xg[i, q] = g * Xa[i, q]
-        matmul_tn(S, Xg, R[k])
+        if blas:
+            np.dot(S.T, Xg, R[k])
+        else:
+            loops_tn(S, Xg, R[k])
         inv = 1.0 / (k + 1)
         for j in range(m):
             # (w_j, b_j)' = -sum_l a_j^[l] R_j^[k-l]
