@@ -1,8 +1,9 @@
 """B1 (``notes/integrators.md`` §5): transversal crossings, event accuracy and cost.
 
-One leaky crossing (closed form), two crossings 2.5e-10 apart inside one natural step (closed form), and nine
-crossings of a 48-parameter network (independent 40-digit mpmath oracle). flowlib must find every event, in order,
-to ~machine precision; SciPy's event restarts find them to its tolerance; heyoka's naive RHS walks through them.
+One leaky crossing (closed form), two crossings 2.5e-10 apart inside one natural step (closed form), nine
+crossings of a 48-parameter network and 85 of a 192-parameter one (independent 40-digit mpmath oracle). flowlib
+must find every event, in order, to ~machine precision; SciPy's event restarts find them to its tolerance; heyoka's
+naive RHS walks through them; SciPy's naive RHS runs out of its budget on the 85 crossings.
 """
 
 import pytest
@@ -10,9 +11,11 @@ import pytest
 from benchmarks.harness import check, run
 from flowlib import bench
 
-CASES = ["B1-one", "B1-two", "B1-os"]
+CASES = ["B1-one", "B1-two", "B1-os", "B1-wide"]
 EXPECTED = {bench.SCIPY_RESTART: "OK", bench.SCIPY_NAIVE: "OK", bench.HEYOKA_NAIVE: "SILENT-WRONG",
             bench.HEYOKA_EVENTS: "OK"}
+#: where a peer's label differs from :data:`EXPECTED`
+EXCEPTIONS = {("B1-wide", bench.SCIPY_NAIVE): "STALL"}
 
 
 @pytest.mark.benchmark(group="B1")
@@ -26,8 +29,9 @@ def test_flowlib(benchmark, case_id):
 @pytest.mark.parametrize("method", list(EXPECTED))
 @pytest.mark.parametrize("case_id", CASES)
 def test_peer(benchmark, case_id, method):
-    result = run(benchmark, case_id, method, expect_success=EXPECTED[method] == "OK")
-    check(result, EXPECTED[method])
+    expected = EXCEPTIONS.get((case_id, method), EXPECTED[method])
+    result = run(benchmark, case_id, method, expect_success=expected == "OK")
+    check(result, expected)
     if method == bench.SCIPY_RESTART:
         # every crossing found, in order (SciPy's restarts reach ~1e-13 on these problems)
         assert result["events_match"] and result["event_time_error"] <= 1e-11, result

@@ -11,6 +11,7 @@ B0-seed0  seed 000's network from (2, 3, -2, 3.1), t = 100 (smooth before its ki
 B1-one    one leaky-ReLU crossing at ln 1.5, t = 5                                        closed form
 B1-two    two crossings 2.5e-10 apart inside one natural step (``two_crossings``), t = 2  closed form
 B1-os     orthogonally separable, n = 8, d = 3, m = 6, logistic, 9 crossings, t = 10     mpmath oracle
+B1-wide   the same family, n = 16, d = 4, m = 12, 85 crossings, t = 10                    mpmath oracle
 B2-e1     E1: slides from t* = 1.5593 (§3 E1), t = 10                                     closed form
 B2-v10    V10 (note 003): m = 400 (quick 40) neurons slide on two rays, t = 6            mpmath flow
 B3-twist  twisting oscillator, Zeno at t_acc = 4.46142028660164 (§3 E3), t = 10          closed form
@@ -33,8 +34,9 @@ installed), and tiny-step GD at the step its final state needs for a relative er
 ``LIVELOCK``      100 or more consecutive events at one instant;
 ``ABORT``         the solver failed (error status, exception, non-finite state).
 
-Timings: one warm-up run, then the best and median of repeats (``time.perf_counter``); a run longer than a second
-is timed once. Compilation is reported separately: flowlib's :func:`flowlib.warmup` (Numba cache load or compile)
+Timings: one warm-up run, then the best and median of repeats (``time.perf_counter``) for ``repeat_s`` seconds
+(at least 3, at most ``max_repeats``: runs of tens of microseconds get hundreds of repeats, so that their best is
+not one cold-cache call); a run longer than a second is timed once. Compilation is reported separately: flowlib's :func:`flowlib.warmup` (Numba cache load or compile)
 and heyoka's construction (LLVM JIT) per case. ``python -m flowlib.bench [--quick] [--out DIR] [--cases IDS]``
 prints the table and writes ``DIR/bench.json``, ``DIR/bench.txt`` (the table) and ``DIR/bench.png``.
 """
@@ -112,8 +114,8 @@ def settings(quick: bool, heyoka: bool | None = None) -> Settings:
     """The full (``notes`` §5 budgets) or quick settings; ``heyoka=None`` runs heyoka when it is installed."""
     use_heyoka = heyoka_peer.available() if heyoka is None else heyoka
     if quick:
-        return Settings(True, 30_000, 10.0, 0.2, 5, use_heyoka)
-    return Settings(False, 300_000, 60.0, 1.0, 20, use_heyoka)
+        return Settings(True, 30_000, 10.0, 0.2, 200, use_heyoka)
+    return Settings(False, 300_000, 60.0, 1.0, 1000, use_heyoka)
 
 
 @dataclass
@@ -592,6 +594,11 @@ def os_transversal():
     return examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
 
 
+def os_wide():
+    """B1's wider orthogonally separable problem (n = 16, d = 4, m = 12, logistic, sum; 85 crossings to t = 10)."""
+    return examples.os_logistic(m=12, n=16, d=4, scale=1e-2, seed=11)
+
+
 V10_X = ((1.0, 0.0), (0.5, 1.0))
 V10_Y = (1.0, -1.0)
 
@@ -680,17 +687,22 @@ def b0_cases(quick: bool) -> list[Case]:
 
 
 def b1_cases(quick: bool) -> list[Case]:
-    """B1: transversal crossings (one; two inside one step; nine on a 48-parameter network)."""
+    """B1: transversal crossings (one; two inside one step; nine on a 48-parameter network; 85 on a 192-parameter
+    one, where the per-trajectory comparison with heyoka turns: no GD there, B0-seed0 and B6-os time it)."""
     one, p_one = one_crossing_problem()
     two, p_two = examples.two_crossings()
     os_prob, os_p0 = os_transversal()
+    wide, wide_p0 = os_wide()
     return [network_case("B1-one", "B1", "one leaky crossing at ln 1.5, t = 5", one, p_one, 5.0,
                          lambda: one_crossing_reference(5.0), gd=not quick),
             network_case("B1-two", "B1", "two crossings 2.5e-10 apart in one step, t = 2", two, p_two, 2.0,
                          lambda: two_crossings_reference(2.0), gd=not quick),
             network_case("B1-os", "B1", "orth. separable n=8 d=3 m=6 logistic, 9 crossings, t = 10", os_prob,
                          os_p0, 10.0, lambda: stored_reference("b1-os", os_prob, os_p0, 10.0, "oracle"),
-                         gd=not quick)]
+                         gd=not quick),
+            network_case("B1-wide", "B1", "orth. separable n=16 d=4 m=12 logistic, 85 crossings, t = 10", wide,
+                         wide_p0, 10.0, lambda: stored_reference("b1-wide", wide, wide_p0, 10.0, "oracle"),
+                         gd=False)]
 
 
 def b2_cases(quick: bool) -> list[Case]:
@@ -916,7 +928,9 @@ def acceptance(rows: list[Row]) -> dict:
     hey = _rows_of(rows, ("B0", "B1"), HEYOKA_EVENTS) + _rows_of(rows, ("B0", "B1"), HEYOKA_NAIVE)
     if hey:
         out["transversal_vs_heyoka"] = [{"case": r.case, "method": r.method, "ratio": r.ratio, "label": r.label,
-                                         "state_error": r.state_error, "build_s": r.compile_s} for r in hey]
+                                         "state_error": r.state_error, "build_s": r.compile_s,
+                                         "flowlib_faster": bool(r.ratio is not None and r.ratio > 1.0)}
+                                        for r in hey]
     hard = [r for r in rows if r.bench in ("B2", "B3", "B4", "B7")]
     if hard:
         out["nonsmooth_labels"] = {case: {r.method: r.label for r in hard if r.case == case}

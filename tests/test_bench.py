@@ -64,6 +64,17 @@ def test_case_selection_and_labels():
     assert bench.label(bench.Outcome([float("nan"), 2.0], 0.5, [], "failed: boom"), ref, 1.0) == "ABORT"
 
 
+@pytest.mark.parametrize("name, make", [("b1-os", bench.os_transversal), ("b1-wide", bench.os_wide)])
+def test_b1_oracle_references_are_stored(name, make):
+    """B1's 40-digit oracle answers are on file for exactly these problems (recomputing b1-wide takes ~90 s)."""
+    from flowlib.peers import stored
+
+    prob, p0 = make()
+    ref = stored.load(name, prob, p0, 10.0)
+    assert ref is not None and ref.status == "success" and ref.dps == 40
+    assert len(ref.events) == {"b1-os": 9, "b1-wide": 85}[name]
+
+
 def test_heyoka_missing_message(monkeypatch):
     import builtins
 
