@@ -36,9 +36,6 @@ LOSS_SQUARE = 2
 #: Products with at least this many multiply-adds go to BLAS (``np.dot`` on C-contiguous float64 arrays inside
 #: Numba); smaller ones run as plain loops, where a library call would cost more than the arithmetic.
 BLAS_MIN_WORK = 4096
-#: Neurons per block of the Cauchy sums of :func:`taylor_coefficients` (three ``(block, d + 1)`` accumulators
-#: stay in the core's cache)
-_NEURON_BLOCK = 128
 
 
 @jit
@@ -344,30 +341,38 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
     blas = n * m * da >= BLAS_MIN_WORK  # both products go to BLAS, decided once (see loops_nn)
     for k in range(order):
         lmax = k if train_outer else 0
-        # the Cauchy sums over the coefficients known before this order's products, in one pass over l per block
-        # of neurons (so that the three accumulators stay in cache while C[k-l], R[k-l] and R[l] stream by):
+        # the Cauchy sums over the coefficients known before this order's products, per neuron and feature, each
+        # summed over l in increasing order in a register; features go in pairs (two independent chains of
+        # additions per pass over l: 12-19% faster on B1's networks; an odd last feature is summed twice):
         #   Q_j = sum_{l=0}^{lmax} a_j^[l] p_j^[k-l]   (for f^[k])
         #   Wp_j = sum_{l=1}^{lmax} a_j^[l] R_j^[k-l]  (p_j'^[k] without its l = 0 term)
         #   Ap_j = sum_{l=0}^{k-1} p_j^[k-l] R_j^[l]   (a_j'^[k] per feature, without its l = k term)
-        for j0 in range(0, m, _NEURON_BLOCK):
-            j1 = min(m, j0 + _NEURON_BLOCK)
-            for j in range(j0, j1):
-                a0 = C[0, j, da]
-                for q in range(da):
-                    Q[j, q] = a0 * C[k, j, q]
-                    Wp[j, q] = 0.0
-                if train_outer and k > 0:
-                    for q in range(da):
-                        Ap[j, q] = C[k, j, q] * R[0, j, q]
-            for l in range(1, lmax + 1):
-                for j in range(j0, j1):
+        for j in range(m):
+            a0 = C[0, j, da]
+            for q in range(0, da, 2):
+                q1 = min(q + 1, da - 1)
+                acc_q = a0 * C[k, j, q]
+                acc_q1 = a0 * C[k, j, q1]
+                acc_w = 0.0
+                acc_w1 = 0.0
+                for l in range(1, lmax + 1):
                     al = C[l, j, da]
-                    for q in range(da):
-                        Q[j, q] += al * C[k - l, j, q]
-                        Wp[j, q] += al * R[k - l, j, q]
-                    if l < k:
-                        for q in range(da):
-                            Ap[j, q] += C[k - l, j, q] * R[l, j, q]
+                    acc_q += al * C[k - l, j, q]
+                    acc_q1 += al * C[k - l, j, q1]
+                    acc_w += al * R[k - l, j, q]
+                    acc_w1 += al * R[k - l, j, q1]
+                Q[j, q] = acc_q
+                Q[j, q1] = acc_q1
+                Wp[j, q] = acc_w
+                Wp[j, q1] = acc_w1
+                if train_outer and k > 0:
+                    acc_a = C[k, j, q] * R[0, j, q]
+                    acc_a1 = C[k, j, q1] * R[0, j, q1]
+                    for l in range(1, k):
+                        acc_a += C[k - l, j, q] * R[l, j, q]
+                        acc_a1 += C[k - l, j, q1] * R[l, j, q1]
+                    Ap[j, q] = acc_a
+                    Ap[j, q1] = acc_a1
         # f_i^[k] = <(S Q)_i, Xa_i>
         if blas:
             np.dot(S, Q, T)
@@ -501,7 +506,7 @@ def velocity_energy(C, order, h):
     """
     m, w = C.shape[1], C.shape[2]
     total = 0.0
-    if order * order * m * w >= 2 * BLAS_MIN_WORK:
+    if order * order * m * w >= BLAS_MIN_WORK:  # from ~m (d + 2) = 16 at order 16 (B1-os: 2.3 -> 1.2 us)
         rows = C.reshape(C.shape[0], m * w)[1:order + 1]
         squarable = True
         for k in range(order):
