@@ -1,7 +1,7 @@
 """B1 (``notes/integrators.md`` §5): transversal crossings, event accuracy and cost.
 
 One leaky crossing (closed form), two crossings 2.5e-10 apart inside one natural step (closed form), nine
-crossings of a 48-parameter network and 85 of a 192-parameter one (independent 40-digit mpmath oracle). flowlib
+crossings of a 24-parameter network and 85 of a 60-parameter one (independent 40-digit mpmath oracle). flowlib
 must find every event, in order, to ~machine precision; SciPy's event restarts find them to its tolerance; heyoka's
 naive RHS walks through them; SciPy's naive RHS runs out of its budget on the 85 crossings.
 """

@@ -12,6 +12,7 @@ B1-one    one leaky-ReLU crossing at ln 1.5, t = 5                              
 B1-two    two crossings 2.5e-10 apart inside one natural step (``two_crossings``), t = 2  closed form
 B1-os     orthogonally separable, n = 8, d = 3, m = 6, logistic, 9 crossings, t = 10     mpmath oracle
 B1-wide   the same family, n = 16, d = 4, m = 12, 85 crossings, t = 10                    mpmath oracle
+B1-wider  the same family, n = 32, d = 6, m = 24, 379 crossings, t = 10 (full run only)    mpmath oracle
 B2-e1     E1: slides from t* = 1.5593 (§3 E1), t = 10                                     closed form
 B2-v10    V10 (note 003): m = 400 (quick 40) neurons slide on two rays, t = 6            mpmath flow
 B3-twist  twisting oscillator, Zeno at t_acc = 4.46142028660164 (§3 E3), t = 10          closed form
@@ -594,9 +595,13 @@ def os_transversal():
     return examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
 
 
-def os_wide():
-    """B1's wider orthogonally separable problem (n = 16, d = 4, m = 12, logistic, sum; 85 crossings to t = 10)."""
-    return examples.os_logistic(m=12, n=16, d=4, scale=1e-2, seed=11)
+def os_wide(m: int = 12):
+    """B1's wider orthogonally separable problems: ``m = 12`` (n = 16, d = 4; 85 crossings to t = 10) or ``m = 24``
+    (n = 32, d = 6; 379 crossings); logistic, sum."""
+    if m not in (12, 24):
+        raise ValueError(f"m must be 12 or 24, got {m!r}")
+    n, d = (16, 4) if m == 12 else (32, 6)
+    return examples.os_logistic(m=m, n=n, d=d, scale=1e-2, seed=11)
 
 
 V10_X = ((1.0, 0.0), (0.5, 1.0))
@@ -687,12 +692,14 @@ def b0_cases(quick: bool) -> list[Case]:
 
 
 def b1_cases(quick: bool) -> list[Case]:
-    """B1: transversal crossings (one; two inside one step; nine on a 48-parameter network; 85 on a 192-parameter
-    one, where the per-trajectory comparison with heyoka turns: no GD there, B0-seed0 and B6-os time it)."""
+    """B1: transversal crossings (one; two inside one step; 9, 85 and 379 on networks of 24, 60 and 168 parameters
+    with 48, 192 and 768 switching surfaces, where the per-trajectory comparison with heyoka turns; no GD on the
+    two wider ones (B0-seed0 and B6-os time it); the widest in the full run only)."""
     one, p_one = one_crossing_problem()
     two, p_two = examples.two_crossings()
     os_prob, os_p0 = os_transversal()
     wide, wide_p0 = os_wide()
+    wider, wider_p0 = os_wide(24)
     return [network_case("B1-one", "B1", "one leaky crossing at ln 1.5, t = 5", one, p_one, 5.0,
                          lambda: one_crossing_reference(5.0), gd=not quick),
             network_case("B1-two", "B1", "two crossings 2.5e-10 apart in one step, t = 2", two, p_two, 2.0,
@@ -702,7 +709,10 @@ def b1_cases(quick: bool) -> list[Case]:
                          gd=not quick),
             network_case("B1-wide", "B1", "orth. separable n=16 d=4 m=12 logistic, 85 crossings, t = 10", wide,
                          wide_p0, 10.0, lambda: stored_reference("b1-wide", wide, wide_p0, 10.0, "oracle"),
-                         gd=False)]
+                         gd=False)] + ([] if quick else [
+            network_case("B1-wider", "B1", "orth. separable n=32 d=6 m=24 logistic, 379 crossings, t = 10", wider,
+                         wider_p0, 10.0, lambda: stored_reference("b1-wider", wider, wider_p0, 10.0, "oracle"),
+                         gd=False)])
 
 
 def b2_cases(quick: bool) -> list[Case]:

@@ -64,15 +64,24 @@ def test_case_selection_and_labels():
     assert bench.label(bench.Outcome([float("nan"), 2.0], 0.5, [], "failed: boom"), ref, 1.0) == "ABORT"
 
 
-@pytest.mark.parametrize("name, make", [("b1-os", bench.os_transversal), ("b1-wide", bench.os_wide)])
-def test_b1_oracle_references_are_stored(name, make):
-    """B1's 40-digit oracle answers are on file for exactly these problems (recomputing b1-wide takes ~90 s)."""
+@pytest.mark.parametrize("name, make, crossings", [("b1-os", bench.os_transversal, 9),
+                                                    ("b1-wide", bench.os_wide, 85),
+                                                    ("b1-wider", lambda: bench.os_wide(24), 379)])
+def test_b1_oracle_references_are_stored(name, make, crossings):
+    """B1's 40-digit oracle answers are on file for exactly these problems (recomputing takes 10 s, 93 s and
+    23 min)."""
     from flowlib.peers import stored
 
     prob, p0 = make()
     ref = stored.load(name, prob, p0, 10.0)
     assert ref is not None and ref.status == "success" and ref.dps == 40
-    assert len(ref.events) == {"b1-os": 9, "b1-wide": 85}[name]
+    assert len(ref.events) == crossings and all(kind == "cross" for _, kind, _, _ in ref.events)
+
+
+def test_os_wide_sizes():
+    assert [bench.os_wide(m)[0].n for m in (12, 24)] == [16, 32]
+    with pytest.raises(ValueError, match="m must be 12 or 24"):
+        bench.os_wide(6)
 
 
 def test_heyoka_missing_message(monkeypatch):

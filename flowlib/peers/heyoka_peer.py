@@ -39,7 +39,7 @@ INSTALL_HINT = "pip install 'flowlib[heyoka]'"
 #: events closer than this (relative to max(1, |t|)) count as "at one instant" for the livelock guard
 _SAME_INSTANT = 1e-9
 #: networks with more state variables than this are compiled in compact mode, heyoka's faster choice there: on B1's
-#: problems (Xeon VM, heyoka 7.13) the 30-variable one runs in 0.79 ms built plainly (1.13 ms compact), the
+#: problems (Xeon VM, heyoka 7.13) the 24-variable one runs in 0.79 ms built plainly (1.13 ms compact), the
 #: 60-variable one in 16 ms compact (33 ms plainly, after 99 s of LLVM compilation instead of 0.6 s)
 _COMPACT_ABOVE = 40
 
