@@ -1,0 +1,93 @@
+"""Where a small ``gradient_flow`` call spends its time: the kernel against the Python around it, per step.
+
+For the toy transversal problems of ``flowlib bench`` (B0, B1), best of many repeats on a warm process:
+
+* ``call``: one ``fl.gradient_flow(..., dense_output=False)``, everything included;
+* ``kernel``: :func:`flowlib.kernels.driver.integrate_chunk` alone from the same state, with its buffers prepared
+  outside the timed loop (the rest of ``call`` is argument checks, buffers and the ``FlowResult``);
+* ``per step``: ``kernel`` over the number of Taylor steps;
+* heyoka.py's masks + events peer (when installed), per trajectory and per step, its compilation excluded.
+
+``python -m benchmarks.overhead`` prints the table (the README's "~20 us of kernel and ~20 us of Python" and the
+per-step comparison with heyoka come from it).
+"""
+
+from __future__ import annotations
+
+import timeit
+
+import numpy as np
+
+import flowlib as fl
+from flowlib import bench, examples, flow
+from flowlib.kernels import driver
+from flowlib.peers import heyoka_peer
+from flowlib.running import order_for
+
+RTOL = flow.DEFAULT_RTOL
+
+
+def best_us(func, number: int) -> float:
+    """Best time of ``func()`` in microseconds over five rounds of ``number`` calls."""
+    return min(timeit.repeat(func, number=number, repeat=5)) / number * 1e6
+
+
+def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
+    """``integrate_chunk`` from ``p0`` to ``t_end`` in one chunk, its buffers made once (what ``call`` adds).
+
+    Returns
+    -------
+    run : callable
+        ``run() -> (status, n_steps, n_events)``, the kernel's return.
+    P : ndarray
+        The packed state, which ``run`` resets to ``p0`` and advances to ``t_end``.
+    """
+    order = order_for(RTOL)
+    nodes, weights = flow.gauss_legendre(order + 1)
+    setup = (prob.augmented_inputs, prob.y, prob.loss_code, prob.scale, prob.leak, prob.bias, prob.train_outer,
+             order, RTOL, False, prob.leak, flow.TIE_POLICIES["stay"], False, nodes, weights)
+    start = p0.packed()
+    n, (m, w) = prob.n, start.shape
+    per_step, per_event = flow._chunk_buffers(64, 64 + 3 * n * m, order, m, w, False)
+    P, now, drop = start.copy(), np.zeros(1), np.zeros((n, m), np.int8)
+    active, mode = flow.initial_surfaces(prob, start)
+
+    def run():
+        P[:] = start
+        now[0] = 0.0
+        drop[:] = 0
+        driver.surface_sides(prob.augmented_inputs, P, prob.bias, np.empty((n, m)), active, mode)
+        return driver.integrate_chunk(*setup, P, active, mode, drop, now, t_end, 64, 64, *per_step, *per_event)
+
+    return run, P
+
+
+def main() -> int:
+    cases = {"B0-e1p1": (*bench.e1_problem(), 1.5), "B0-seed0": (*examples.gd_rate_network(2.0, 3.0, -2.0, 3.1), 100.0),
+             "B1-one": (*bench.one_crossing_problem(), 5.0), "B1-two": (*examples.two_crossings(), 2.0),
+             "B1-os": (*bench.os_transversal(), 10.0)}
+    fl.warmup()
+    print(f"{'case':<10}{'steps':>6}{'call us':>10}{'kernel us':>11}{'python us':>11}{'us/step':>9}"
+          f"{'heyoka us':>11}{'hy steps':>9}{'hy us/step':>11}")
+    for name, (prob, p0, t_end) in cases.items():
+        number = 20 if name == "B1-os" else 2000
+        res = fl.gradient_flow(prob, p0, t_end, dense_output=False)
+        call = best_us(lambda: fl.gradient_flow(prob, p0, t_end, dense_output=False), number)
+        run, _ = kernel_runner(prob, p0, t_end)
+        code, steps, _ = run()
+        assert steps == res.n_steps, (steps, res.n_steps)
+        kernel = best_us(run, number)
+        line = f"{name:<10}{steps:>6}{call:>10.1f}{kernel:>11.1f}{call - kernel:>11.1f}{kernel / steps:>9.2f}"
+        if heyoka_peer.available():
+            hy = heyoka_peer.build_flow(prob.X, prob.y, p0.W, p0.b, p0.a, t_end, events=True, loss=prob.loss,
+                                        reduction=prob.reduction, leak=prob.leak, bias=prob.bias,
+                                        train_outer=prob.train_outer)
+            hy_steps = hy.run().n_steps
+            hy_time = best_us(hy.run, number)
+            line += f"{hy_time:>11.1f}{hy_steps:>9}{hy_time / hy_steps:>11.2f}"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
