@@ -23,6 +23,8 @@ DEFAULT_RTOL = 1e-13
 _MIN_RTOL = 1e-16
 _CHUNK_SECONDS = 0.05
 _FIRST_CHUNK_STEPS = 32
+#: multiply-adds per second assumed when sizing the first chunk (a conservative BLAS rate on one core)
+_FLOP_RATE = 1e10
 _MAX_CHUNK_STEPS = 8192
 _CHUNK_EVENTS = 4096
 
@@ -315,6 +317,15 @@ class _Trajectory:
                                        ev_sample[:e].tolist(), ev_side[:e].tolist(), ev_mult[:e].tolist()))
 
 
+def first_chunk_steps(n: int, m: int, w: int, order: int) -> int:
+    """Steps of a run's first chunk: 32, or as few as one where a step's Taylor recurrences (two matrix products
+    of ``n m (d + 1)`` per order) would make 32 of them take longer than ~50 ms, so that Ctrl-C, a callback or a
+    progress bar is served within about a step on a wide network (32 steps at ``m = 2000, n = 1000, d = 100`` are
+    ~10 s). Later chunks double while they take under 25 ms."""
+    work = 2.0 * (order + 1) * n * m * (w - 1)
+    return int(min(_FIRST_CHUNK_STEPS, max(1.0, _CHUNK_SECONDS * _FLOP_RATE / work)))
+
+
 def _flow_time(u: float, log_clock: bool) -> float:
     """Flow time at ``u`` in the integration variable (``t`` itself, or ``s = ln(1 + t)``; inf past float64)."""
     if not log_clock:
@@ -344,8 +355,9 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     """The float64 branch of :func:`gradient_flow` (arguments checked): call the kernel chunk by chunk from the
     packed state ``P`` (advanced in place) to ``u_end`` in the integration variable, and wrap its output.
 
-    A chunk starts at 32 steps and doubles (up to 8192) while it takes under 25 ms, so that a small problem runs in
-    one call of the kernel and a large one still stops within ~50 ms on Ctrl-C, a callback or a progress update.
+    The first chunk has 32 steps (fewer on wide networks, :func:`first_chunk_steps`) and chunks double (up to
+    8192) while they take under 25 ms, so that a small problem runs in one call of the kernel and a large one still
+    stops within ~50 ms, or one step, on Ctrl-C, a callback or a progress update.
     """
     order = order_for(rtol)
     n, m, w = problem.n, P.shape[0], P.shape[1]
@@ -357,7 +369,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     drop = np.zeros((n, m), dtype=np.int8)
     now = np.zeros(1)
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
-    chunk_steps = _FIRST_CHUNK_STEPS
+    chunk_steps = first_chunk_steps(n, m, w, order)
     bar = progress_bar(progress, u_end, "gradient flow" + (" (clock ln(1+t))" if log_clock else ""))
     where = "ln(1+t)" if log_clock else "t"
     started = time.perf_counter()

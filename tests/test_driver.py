@@ -75,6 +75,27 @@ def test_ctrl_c_in_the_first_chunk_and_handler_restored_on_error(os_case, python
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_first_chunk_is_short_on_wide_networks():
+    """A callback (and Ctrl-C, and the progress bar) is served after about one step on a wide network, not after
+    32 of them; chunking leaves the trajectory bit for bit unchanged."""
+    assert flow.first_chunk_steps(8, 6, 5, 16) == flow._FIRST_CHUNK_STEPS
+    assert flow.first_chunk_steps(1000, 2000, 102, 16) == 1  # 32 steps would take ~10 s
+    rng = np.random.default_rng(3)
+    n, m, d = 200, 300, 40
+    prob = fl.Problem(X=rng.standard_normal((n, d)), y=np.sign(rng.standard_normal(n)), loss="logistic",
+                      bias=True, train_outer=True)
+    p0 = fl.Params(W=1e-2 * rng.standard_normal((m, d)), b=1e-2 * rng.standard_normal(m),
+                   a=1e-2 * rng.standard_normal(m))
+    first = flow.first_chunk_steps(n, m, d + 2, 16)
+    assert 1 <= first < flow._FIRST_CHUNK_STEPS
+    seen = []
+    res = fl.gradient_flow(prob, p0, 1e3, max_steps=2 * first + 3, callback=lambda t, k, e: seen.append(k))
+    assert seen[0] == first
+    longer = fl.gradient_flow(prob, p0, 1e3, max_steps=2 * first + 9)  # other chunk boundaries, same steps
+    np.testing.assert_array_equal(longer.t[: len(res.t)], res.t)
+    np.testing.assert_array_equal(longer.states[: len(res.t)], res.states)
+
+
 def test_callback_can_stop(os_case):
     prob, p0 = os_case
     res = fl.gradient_flow(prob, p0, 1e4, callback=lambda t, k, e: True)
