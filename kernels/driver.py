@@ -458,8 +458,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         The current time; updated in place.
     t_end : float
     max_steps, max_events : int
-        Budgets of this chunk; ``out_*`` must hold ``max_steps`` steps and ``ev_*`` at least
-        ``max_events + 3 n m`` events.
+        Budgets of this chunk; ``out_*`` must have the shapes below and ``ev_*`` at least ``max_events + 3 n m``
+        entries.
     out_t, out_loss : ndarray, shape (max_steps + 1,)
         Start and loss at the start of each step; entry ``n_steps`` receives the time and the loss at the state
         reached (so that a caller joins chunks without evaluating the loss again).
