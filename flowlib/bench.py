@@ -37,9 +37,10 @@ installed), and tiny-step GD at the step its final state needs for a relative er
 
 Timings: one warm-up run, then the best and median of repeats (``time.perf_counter``) for ``repeat_s`` seconds
 (at least 3, at most ``max_repeats``: runs of tens of microseconds get hundreds of repeats, so that their best is
-not one cold-cache call); a run longer than a second is timed once. Compilation is reported separately: flowlib's :func:`flowlib.warmup` (Numba cache load or compile)
-and heyoka's construction (LLVM JIT) per case. ``python -m flowlib.bench [--quick] [--out DIR] [--cases IDS]``
-prints the table and writes ``DIR/bench.json``, ``DIR/bench.txt`` (the table) and ``DIR/bench.png``.
+not one cold-cache call); a run longer than a second is timed once. Compilation is reported separately:
+flowlib's :func:`flowlib.warmup` (Numba cache load or compile) and heyoka's construction (LLVM JIT) per case.
+``python -m flowlib.bench [--quick] [--out DIR] [--cases IDS]`` prints the table and writes ``DIR/bench.json``,
+``DIR/bench.txt`` (the table) and ``DIR/bench.png``.
 """
 
 from __future__ import annotations
