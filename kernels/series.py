@@ -343,7 +343,7 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
         lmax = k if train_outer else 0
         # the Cauchy sums over the coefficients known before this order's products, per neuron and feature, each
         # summed over l in increasing order in a register; features go in pairs (two independent chains of
-        # additions per pass over l: 12-19% faster on B1's networks; an odd last feature is summed twice):
+        # additions per pass over l: 6-17% faster on B1's networks; an odd last feature is summed twice):
         #   Q_j = sum_{l=0}^{lmax} a_j^[l] p_j^[k-l]   (for f^[k])
         #   Wp_j = sum_{l=1}^{lmax} a_j^[l] R_j^[k-l]  (p_j'^[k] without its l = 0 term)
         #   Ap_j = sum_{l=0}^{k-1} p_j^[k-l] R_j^[l]   (a_j'^[k] per feature, without its l = k term)
