@@ -96,6 +96,21 @@ def test_flow_stop_rule_is_located_inside_the_step():
     assert np.max(np.abs(ref.states[-1] - ens.final[r])) <= 1e-12 * np.max(np.abs(ens.final[r]))
 
 
+def test_flow_loss_threshold_stops_at_the_first_step_below_it():
+    """With a loss threshold alone a member stops at the start of the first step whose loss is below it (the
+    kernel then keeps only each step's starting state): that step of the serial flow, bit for bit."""
+    prob, p0 = examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
+    inits = np.stack([p0.packed() * s for s in (1.0, 1.3)])
+    full = [fl.gradient_flow(prob, fl.Params.unpacked(P, prob.bias), 10.0, dense_output=False) for P in inits]
+    threshold = 0.5 * (full[0].loss[0] + full[0].loss[-1])
+    ens = fl.ensemble(prob, inits, "flow", t_end=10.0, until=fl.Until(loss_below=threshold))
+    for r, ref in enumerate(full):
+        q = int(np.argmax(ref.loss < threshold))
+        assert 0 < q < ref.n_steps and ens.status[r] == "reached"
+        assert np.array_equal(ens.final[r], ref.states[q]) and ens.t[r] == ref.t[q] and ens.steps[r] == q
+        assert ens.loss[r] == ref.loss[q]
+
+
 def test_flow_and_gd_hitting_times_agree_to_order_lr():
     """k lr of GD (lr = 0.05) against the flow's stop time: the same quantity up to O(lr)."""
     prob, inits = _seed000(40)
