@@ -31,7 +31,7 @@ _mount_source("kernels", "kernels")
 _mount_source("validation", "validation")
 
 from flowlib.problem import Params, Problem  # noqa: E402
-from flowlib.result import DescentResult, Event, Flip, FlowResult, Status, load  # noqa: E402
+from flowlib.result import DescentResult, Event, Flip, FlipLog, FlowResult, Status, load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
 from flowlib.descent import gradient_descent  # noqa: E402
 from flowlib.compare import compare, convergence_study  # noqa: E402
@@ -41,6 +41,6 @@ from flowlib.until import Until  # noqa: E402
 from flowlib.ensemble import ensemble, random_inits  # noqa: E402
 from flowlib.ensemble_result import EnsembleResult  # noqa: E402
 
-__all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlowResult", "Params", "PiecewiseAffine",
+__all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlipLog", "FlowResult", "Params", "PiecewiseAffine",
            "PiecewiseResult", "Problem", "Status", "Until", "compare", "convergence_study", "ensemble",
            "gradient_descent", "gradient_flow", "load", "random_inits", "warmup", "__version__"]

@@ -196,8 +196,8 @@ def compare(flow_result: FlowResult, descent_result: DescentResult) -> Compariso
     distance = diff.reshape(len(times), -1).max(axis=1) if len(times) else np.empty(0)
 
     flips_of = {}
-    for f in gd.flips:
-        flips_of.setdefault((f.neuron, f.sample), []).append(f.k)
+    for neuron, sample, k in zip(gd.flips.neuron.tolist(), gd.flips.sample.tolist(), gd.flips.k.tolist()):
+        flips_of.setdefault((neuron, sample), []).append(k)
     flips_of = {key: np.array(ks, dtype=np.int64) for key, ks in flips_of.items()}
     explained = {key: np.zeros(len(ks), dtype=bool) for key, ks in flips_of.items()}
 

@@ -16,7 +16,7 @@ import numpy as np
 from flowlib.kernels import descent as kdescent
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
-from flowlib.result import DescentResult, Flip, Status
+from flowlib.result import DescentResult, FlipLog, Status
 from flowlib.running import check_budget, check_problem_params, progress_bar, sigint_flag
 
 _CHUNK_SECONDS = 0.05
@@ -264,7 +264,7 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
         loss_parts.append(np.array([run.loss()], dtype=loss_parts[0].dtype))
     columns = [np.concatenate([f[q] for f in flip_parts]) if flip_parts else np.empty(0, np.int64)
                for q in range(4)]
-    flips = tuple(Flip(int(k), int(j), int(i), int(s)) for k, j, i, s in zip(*columns))
+    flips = FlipLog(*columns)
     return DescentResult(problem=problem, lr=lr, steps=int(run.k), iterations=np.concatenate(iter_parts),
                          states=np.concatenate(state_parts), loss=np.concatenate(loss_parts), flips=flips,
                          status=outcome, message=message, dps=dps, selection=float(selection), wall_s=wall,

@@ -226,6 +226,25 @@ def test_flips_match_numpy_loop(case):
     assert np.max(np.abs(gd.states[-1] - final)) <= 1e-13 * np.max(np.abs(final))
 
 
+def test_flip_log_is_a_sequence_of_flips():
+    """``DescentResult.flips`` keeps the flips as arrays and makes :class:`Flip` objects on access."""
+    (prob, p0), lr, steps = examples.os_logistic(), 1e-2, 300
+    gd = fl.gradient_descent(prob, p0, lr, steps)
+    log = gd.flips
+    as_tuple = tuple(log)
+    assert isinstance(log, fl.FlipLog) and len(log) == len(as_tuple) == gd.n_flips >= 5
+    assert log == as_tuple and log == list(as_tuple) and log != as_tuple[:-1] and log[:-1] == as_tuple[:-1]
+    assert log[-1] == as_tuple[-1] == fl.Flip(int(log.k[-1]), int(log.neuron[-1]), int(log.sample[-1]),
+                                              int(log.side[-1]))
+    assert isinstance(log[1:3], fl.FlipLog) and tuple(log[1:3]) == as_tuple[1:3]
+    assert np.all(np.diff(log.k) >= 0) and set(log.side.tolist()) <= {-1, 1}
+    assert fl.FlipLog() == () and len(fl.FlipLog()) == 0
+    with pytest.raises(ValueError, match="same length"):
+        fl.FlipLog([1, 2], [0], [0], [1])
+    with pytest.raises(IndexError):
+        log[len(log)]
+
+
 def test_loss_records_match_numpy():
     prob, p0 = leaky_problem("square")
     gd = fl.gradient_descent(prob, p0, 0.05, 200, record_every=20)
