@@ -43,9 +43,7 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
         The packed state, which ``run`` resets to ``p0`` and advances to ``t_end``.
     """
     order = order_for(RTOL)
-    nodes, weights = flow.gauss_legendre(order + 1)
-    setup = (prob.augmented_inputs, prob.y, prob.loss_code, prob.scale, prob.leak, prob.bias, prob.train_outer,
-             order, RTOL, False, prob.leak, flow.TIE_POLICIES["stay"], False, nodes, weights)
+    setup = flow.kernel_setup(prob, order, RTOL, "filippov", prob.leak, "stay", False)
     start = p0.packed()
     n, (m, w) = prob.n, start.shape
     per_step, per_event = flow._chunk_buffers(64, 64 + 3 * n * m, order, m, w, False)

@@ -317,6 +317,16 @@ class _Trajectory:
                                        ev_sample[:e].tolist(), ev_side[:e].tolist(), ev_mult[:e].tolist()))
 
 
+def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selection: float, tie: str,
+                 log_clock: bool) -> tuple:
+    """The leading arguments of :func:`~flowlib.kernels.driver.integrate_chunk` (problem, order, tolerance,
+    solution concept, clock and quadrature), in its order, from checked options."""
+    nodes, weights = gauss_legendre(order + 1)
+    return (problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias,
+            problem.train_outer, order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock,
+            nodes, weights)
+
+
 def first_chunk_steps(n: int, m: int, w: int, order: int) -> int:
     """Steps of a run's first chunk: 32, or as few as one where a step's Taylor recurrences (two matrix products
     of ``n m (d + 1)`` per order) would make 32 of them take longer than ~50 ms, so that Ctrl-C, a callback or a
@@ -361,10 +371,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     """
     order = order_for(rtol)
     n, m, w = problem.n, P.shape[0], P.shape[1]
-    Xa = problem.augmented_inputs
-    nodes, weights = gauss_legendre(order + 1)
-    setup = (Xa, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias, problem.train_outer, order,
-             rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock, nodes, weights)
+    setup = kernel_setup(problem, order, rtol, solution, selection, tie, log_clock)
     active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
     now = np.zeros(1)

@@ -157,6 +157,25 @@ def earliest_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, b
     blocks of ``_SCAN_BLOCK`` neurons and, inside a block, by sample, so that the block's coefficients stay in
     cache.
     """
+    return _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, bound, rad, None, work, g)
+
+
+@jit
+def reached_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, reach, rad, hit, work, g):
+    """``hit[i, j]``: the free switching polynomial has a root in ``(0, reach]`` (same screen as
+    :func:`earliest_switching`)."""
+    n, m = Z0.shape
+    for i in range(n):
+        for j in range(m):
+            hit[i, j] = False
+    _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, reach, rad, hit, work, g)
+
+
+@jit
+def _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, bound, rad, hit, work, g):
+    """The screen and root search shared by :func:`earliest_switching` (``hit is None``: the bound shrinks to each
+    root found) and :func:`reached_switching` (``hit[i, j]`` set for each pair with a root in ``(0, bound]``; the
+    bound stays). Returns ``(bound, found)``."""
     n, m = Z0.shape
     K = order
     found = False
@@ -175,34 +194,13 @@ def earliest_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, b
                     continue
                 tau = earliest_root(g, K, bound, drop[i, j], work)
                 if tau <= bound:
-                    bound = tau
                     found = True
-                    switching_radius(pn, K, bound, rad)
+                    if hit is None:
+                        bound = tau
+                        switching_radius(pn, K, bound, rad)
+                    else:
+                        hit[i, j] = True
     return bound, found
-
-
-@jit
-def reached_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, reach, rad, hit, work, g):
-    """``hit[i, j]``: the free switching polynomial has a root in ``(0, reach]`` (same screen as
-    :func:`earliest_switching`)."""
-    n, m = Z0.shape
-    K = order
-    switching_radius(pn, K, reach, rad)
-    for i in range(n):
-        for j in range(m):
-            hit[i, j] = False
-    for j0 in range(0, m, _SCAN_BLOCK):
-        j1 = min(m, j0 + _SCAN_BLOCK)
-        for i in range(n):
-            size = xn[i]
-            for j in range(j0, j1):
-                if mode[i, j] != MODE_FREE:
-                    continue
-                if drop[i, j] == DROP_NONE and _ruled_out(Z0[i, j], Z1[i, j], size * rad[j], reach):
-                    continue
-                switching_polynomial(Xa, C, Ct, ct_ready, K, Z0, i, j, g)
-                hit[i, j] = not (excluded(g, K, reach, drop[i, j]) or excluded_linear(g, K, reach, drop[i, j])) \
-                    and earliest_root(g, K, reach, drop[i, j], work) <= reach
 
 
 @jit

@@ -46,6 +46,15 @@ def matmul_nt(A, B, out):
     if p * q * r >= BLAS_MIN_WORK:
         np.dot(A, B.T, out)
         return
+    loops_nt(A, B, out)
+
+
+@jit
+def loops_nt(A, B, out):
+    """:func:`matmul_nt` as plain loops (see :func:`loops_nn`), over the first ``r = A.shape[1]`` columns of ``B``
+    (so that ``B`` may be the packed state, whose last column is ``a``)."""
+    p, r = A.shape
+    q = B.shape[0]
     for a in range(p):
         for b in range(q):
             acc = 0.0
@@ -140,12 +149,7 @@ def preactivations(Xa, P, out_Z):
                 Pw[j, k] = P[j, k]
         matmul_nt(Xa, Pw, out_Z)
         return
-    for i in range(n):
-        for j in range(m):
-            acc = 0.0
-            for k in range(da):
-                acc += P[j, k] * Xa[i, k]
-            out_Z[i, j] = acc
+    loops_nt(Xa, P, out_Z)
 
 
 @jit
