@@ -21,22 +21,37 @@ ACTIVATIONS = ("relu", "leaky_relu")
 def as_real_array(value, name: str, ndim: int) -> np.ndarray:
     """Return ``value`` as a finite float64 C-contiguous array with ``ndim`` dimensions.
 
-    Integer and floating arrays are widened exactly; booleans, complex numbers, objects and strings raise.
+    Integer and floating arrays are widened exactly; booleans, complex numbers, objects, strings, ragged nested
+    sequences and integers that float64 cannot hold exactly (beyond ``2**53``) raise.
 
     Raises
     ------
     ValueError
-        Naming ``name`` when the dtype, the number of dimensions or a non-finite entry is wrong.
+        Naming ``name`` when the dtype, the number of dimensions, an entry or the shape is wrong.
     """
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):  # ragged nested sequences
+        raise ValueError(f"{name} must be a rectangular array of real numbers (its rows differ in length)") from None
     if arr.dtype.kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind in "iu":
+        _check_exact_integers(arr, name)
     arr = np.array(arr, dtype=np.float64, order="C", copy=True)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite entries")
     return arr
+
+
+def _check_exact_integers(arr: np.ndarray, name: str) -> None:
+    """``ValueError`` naming ``name`` when an integer entry beyond ``2**53`` would be rounded by float64."""
+    limit = 2**53
+    large = arr[(arr > limit) | (arr < -limit)] if arr.dtype.itemsize >= 8 else arr[:0]
+    for value in large.ravel().tolist():
+        if int(float(value)) != value:
+            raise ValueError(f"{name} holds the integer {value}, which float64 cannot represent exactly")
 
 
 def _check_choice(value, name: str, choices) -> str:

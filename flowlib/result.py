@@ -20,6 +20,12 @@ from flowlib.kernels import driver, events as kevents
 from flowlib.problem import Params, Problem
 
 
+def _check_limit(limit) -> None:
+    """``ValueError`` naming ``limit`` unless it is ``None`` or an integer ``>= 0`` (a table's row limit)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
+        raise ValueError(f"limit must be None or an integer >= 0, got {limit!r}")
+
+
 class Status(str, enum.Enum):
     """How a run ended (DESIGN.md §3). Compares equal to its string value: ``res.status == "success"``."""
 
@@ -377,7 +383,9 @@ class FlowResult(_PackedViews):
             return float(abs(self.loss[0] - self.loss[-1] - dissipated) / scale) if scale > 0 else 0.0
 
     def event_table(self, limit: int | None = None) -> str:
-        """The events as a fixed-width text table (``limit`` rows at most)."""
+        """The events as a fixed-width text table (``limit`` rows at most; ``ValueError`` naming ``limit`` unless it
+        is ``None`` or an integer ``>= 0``)."""
+        _check_limit(limit)
         lines = [f"{'t':>22}  {'kind':<11} {'neuron':>6} {'sample':>6} {'side':>5} {'multiplier':>12}"]
         for ev in self.events[:limit]:
             side = f"{ev.side:+d}" if ev.side else "0"
@@ -687,7 +695,9 @@ class DescentResult(_PackedViews):
 
     # ----- text ---------------------------------------------------------------------------------------------
     def flip_table(self, limit: int | None = None) -> str:
-        """The flips as a fixed-width text table (``limit`` rows at most): iteration, flow time, surface, side."""
+        """The flips as a fixed-width text table (``limit`` rows at most): iteration, flow time, surface, side.
+        ``ValueError`` naming ``limit`` unless it is ``None`` or an integer ``>= 0``."""
+        _check_limit(limit)
         lines = [f"{'k':>12} {'t = k lr':>22}  {'neuron':>6} {'sample':>6} {'side':>5}"]
         for fl in self.flips[:limit]:
             lines.append(f"{fl.k:12d} {fl.k * self.lr:22.16g}  {fl.neuron:6d} {fl.sample:6d} {fl.side:+5d}")

@@ -60,7 +60,12 @@ def sigint_flag() -> _SigintFlag:
 
 
 def progress_bar(enabled: bool, total: float, desc: str, unit: str = "t"):
-    """A tqdm bar over ``[0, total]`` (``None`` when disabled); tqdm is imported only when asked for."""
+    """A tqdm bar over ``[0, total]`` (``None`` when disabled); tqdm is imported only when asked for.
+
+    ``enabled`` must be a bool (``ValueError`` naming ``progress`` otherwise: ``progress="no"`` is not False).
+    """
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise ValueError(f"progress must be True or False, got {enabled!r}")
     if not enabled:
         return None
     try:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowlib.problem import as_real_array
+
 
 @dataclass(frozen=True)
 class Until:
@@ -59,9 +61,7 @@ class Until:
         if (self.linear is None) != (self.tol is None):
             raise ValueError("linear and tol go together: give both or neither")
         if self.linear is not None:
-            coef = np.array(self.linear, dtype=np.float64)
-            if coef.ndim != 2 or not np.all(np.isfinite(coef)):
-                raise ValueError(f"linear must be a finite 2-D array of shape (m, d + 2), got shape {coef.shape}")
+            coef = as_real_array(self.linear, "linear", 2)
             tol = _real(self.tol, "tol")
             if not tol >= 0.0:
                 raise ValueError(f"tol must be >= 0, got {tol}")
