@@ -2,29 +2,37 @@
 
 The members are cut into chunks. A chunk runs the batch kernels of :mod:`flowlib.kernels.ensemble` (every member
 computes exactly what the serial kernels compute), locally on a pool of threads (the kernels release the GIL) or as
-one Dask task. Finished chunks are written to ``out`` as they arrive, so Ctrl-C (or a ``callback`` returning True)
-loses at most the chunks in flight, and the same call resumes.
+one Dask task. Finished chunks are written to ``out`` (:mod:`flowlib.ensemble_store`) as they arrive. Ctrl-C sets
+the kernels' stop flag: the members running stop within a gradient-descent iteration or a few flow steps, the chunk
+in flight is dropped (its members ``"pending"``), and the same call resumes, recomputing them from the start.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from flowlib.ensemble_result import ChunkStore, EnsembleResult, empty_members, versions
+from flowlib.ensemble_result import PENDING, EnsembleResult, empty_members, versions
+from flowlib.ensemble_store import ChunkStore, chunk_bounds
+from flowlib.kernels import status as kstatus
 from flowlib.flow import (TIE_POLICIES, check_rtol, check_solution, gauss_legendre, initial_surfaces,
                           resolve_horizon)
-from flowlib.problem import Params, Problem
+from flowlib.problem import Params, Problem, as_real_array
 from flowlib.running import check_budget, order_for, progress_bar, sigint_flag
 from flowlib.until import Until
 
 METHODS = ("flow", "gd")
+#: Seconds between two looks at the Ctrl-C flag while chunks run.
+_POLL_S = 0.05
+#: Codes that a member with a non-finite state or loss must not keep (it is reported ``"failed"``).
+_FINISHED_CODES = (kstatus.SUCCESS, kstatus.REACHED, kstatus.DEADLINE, kstatus.MAX_STEPS, kstatus.MAX_EVENTS)
 
 __all__ = ["ensemble", "random_inits"]
 
@@ -54,6 +62,8 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
         One problem for all members, or one per member (same ``d``; members of equal problems run together).
     inits : array_like, shape (R, m, d + 2), or sequence of Params
         Initial parameters, packed as :meth:`Params.packed` (rows ``(w_j, b_j, a_j)``); see :func:`random_inits`.
+        Real and finite; complex, boolean, string or object arrays, and integers that float64 cannot hold exactly,
+        are refused.
     method : {"flow", "gd"}
         The exact flow (:func:`flowlib.gradient_flow`'s float64 engine) or float64 gradient descent
         (:func:`flowlib.gradient_descent`'s update rule).
@@ -75,9 +85,13 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
         Threads of a local run (default: the number of cores); the Numba kernels release the GIL.
     client : dask.distributed.Client or str, optional
         Run the chunks as tasks on this Dask cluster (or on the scheduler at this address); results are the same,
-        bit for bit, as a local run. Needs the ``dask`` extra.
+        bit for bit, as a local run. Needs the ``dask`` extra. On Ctrl-C the tasks not started are cancelled and
+        the call returns; tasks already running on workers may finish in the background (their results are
+        dropped).
     out : path, optional
-        Folder to stream finished chunks to; re-running the same call with the same folder resumes.
+        Folder to stream finished chunks to (locked against a second writer while the call runs); re-running the
+        same call with the same folder resumes, verifying every chunk read back (a damaged one is computed again,
+        with a ``UserWarning``). See :mod:`flowlib.ensemble_store`.
     progress : bool
         tqdm progress bar over members (``progress`` extra).
     callback : callable, optional
@@ -86,12 +100,15 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
     Returns
     -------
     EnsembleResult
-        Summary arrays; ``complete`` is False when interrupted (the missing members are ``"pending"``).
+        Summary arrays; ``complete`` is False when interrupted (the missing members are ``"pending"``). Ctrl-C
+        returns within about a second: the members running are stopped and their chunk is dropped. A member whose
+        state or loss is not finite is ``"failed"``.
 
     Raises
     ------
     ValueError
-        Naming the argument, for invalid input.
+        Naming the argument, for invalid input; naming ``out`` for a folder that holds another ensemble, is
+        written by another run, or was written by other versions of flowlib, numba or numpy.
 
     Examples
     --------
@@ -125,26 +142,42 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
                    "problem_index": None if len(problems) == 1 else which.tolist(),
                    "options": settings["options"], "chunk_size": size, "n_members": len(inits)}
     store = ChunkStore(out, description, inits) if out is not None else None
+    try:
+        members, complete = _run_chunks(method, problems, which, inits, settings, size, store, client, workers,
+                                        progress, callback)
+    finally:
+        if store is not None:
+            store.close()
+    meta = {"versions": versions()}
+    if store is not None:
+        meta["fingerprint"] = store.fingerprint
+    return EnsembleResult(method=method, problems=problems, problem_index=which, inits=inits,
+                          options=settings["options"], wall_s=time.perf_counter() - started, complete=complete,
+                          meta=meta, **members)
 
+
+def _run_chunks(method, problems, which, inits, settings, size, store, client, workers, progress,
+                callback) -> tuple[dict, bool]:
+    """The member arrays (chunks of ``store`` read back, the others computed) and whether all were computed."""
     members = empty_members(len(inits), inits.shape[1:])
-    bounds = [(lo, min(lo + size, len(inits))) for lo in range(0, len(inits), size)]
-    todo = []
+    bounds = chunk_bounds(len(inits), size)
+    jobs, done = {}, 0
     for index, (lo, hi) in enumerate(bounds):
-        if store is not None and store.has(index):
-            _place(members, lo, store.read(index))
+        arrays = store.read(index) if store is not None else None
+        if arrays is None:
+            jobs[index] = _Job(method, problems, which[lo:hi], inits[lo:hi], settings)
         else:
-            todo.append(index)
-    jobs = {index: _Job(method, problems, which[lo:hi], inits[lo:hi], settings) for index, (lo, hi) in
-            enumerate(bounds) if index in todo}
+            _place(members, lo, arrays)
+            done += hi - lo
     runner = _dask_runner(client) if client is not None else _local_runner(workers)
     bar = progress_bar(progress, len(inits), f"ensemble ({method})", unit="runs")
-    done = len(inits) - sum(hi - lo for index, (lo, hi) in enumerate(bounds) if index in todo)
     if bar is not None:
         bar.update(done)
-    complete = True
     try:
         with sigint_flag() as interrupted:
-            for index, arrays in runner(jobs):
+            for index, arrays in runner(jobs, interrupted):
+                if arrays is None:  # stopped inside the chunk: its members stay pending
+                    break
                 lo, hi = bounds[index]
                 _place(members, lo, arrays)
                 if store is not None:
@@ -154,18 +187,12 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
                     bar.update(hi - lo)
                 stop = bool(callback(done, len(inits))) if callback is not None else False
                 if interrupted["set"] or stop:
-                    complete = done == len(inits)
                     break
     finally:
         runner.close()
         if bar is not None:
             bar.close()
-    meta = {"versions": versions()}
-    if store is not None:
-        meta["fingerprint"] = store.fingerprint
-    return EnsembleResult(method=method, problems=problems, problem_index=which, inits=inits,
-                          options=settings["options"], wall_s=time.perf_counter() - started, complete=complete,
-                          meta=meta, **members)
+    return members, done == len(inits)
 
 
 def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", scale: float = 1.0, a=None,
@@ -183,10 +210,11 @@ def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", sc
     scale : float
         Multiplies every draw of ``"he"``; the standard deviation of ``"normal"``; the size of ``"balanced"``.
     a : array_like, optional
-        Fixed outer weights (shape ``(m,)``) instead of random ones (seed 000: ``(1, -1)``).
+        Fixed outer weights (shape ``(m,)``, finite reals) instead of random ones (seed 000: ``(1, -1)``).
     bias : float or None
-        Value of every bias (default 0); ``None`` draws biases like the weights.
+        Value of every bias (default 0, finite); ``None`` draws biases like the weights.
     seed : int or numpy.random.Generator
+        An integer ``>= 0``, a ``Generator`` (or ``BitGenerator``/``SeedSequence``), or ``None`` (fresh entropy).
 
     The draws are, in this order, ``W`` (shape ``(count, m, d)``), the biases if drawn, then the outer weights if
     drawn, from ``numpy.random.default_rng(seed)``.
@@ -198,17 +226,19 @@ def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", sc
         raise ValueError(f"scheme must be 'he', 'normal' or 'balanced', got {scheme!r}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0 or not math.isfinite(scale):
         raise ValueError(f"scale must be a positive number, got {scale!r}")
-    rng = np.random.default_rng(seed)
+    bias = _check_bias(bias)
+    if a is not None:
+        a = as_real_array(a, "a", None)
+        if a.shape != (m,):
+            raise ValueError(f"a must have shape ({m},), got {a.shape}")
+    rng = np.random.default_rng(_check_seed(seed))
     d = problem.d
     sd = {"he": scale * math.sqrt(2.0 / d), "normal": scale, "balanced": scale / math.sqrt(d)}[scheme]
     out = np.zeros((count, m, d + 2))
     out[:, :, :d] = rng.normal(0.0, sd, size=(count, m, d))
     if problem.bias:
-        out[:, :, d] = rng.normal(0.0, sd, size=(count, m)) if bias is None else float(bias)
+        out[:, :, d] = rng.normal(0.0, sd, size=(count, m)) if bias is None else bias
     if a is not None:
-        a = np.asarray(a, dtype=np.float64)
-        if a.shape != (m,):
-            raise ValueError(f"a must have shape ({m},), got {a.shape}")
         out[:, :, d + 1] = a
     elif scheme == "balanced":
         norms = np.linalg.norm(out[:, :, : d + (1 if problem.bias else 0)], axis=2)
@@ -247,16 +277,33 @@ def _inits(inits, problems) -> np.ndarray:
         for p in inits:
             p.check_against(problems[0])
         inits = np.stack([p.packed() for p in inits])
-    arr = np.array(inits, dtype=np.float64)
+    arr = as_real_array(inits, "inits", None)
     d = problems[0].d
     if arr.ndim != 3 or arr.shape[0] == 0 or arr.shape[1] == 0 or arr.shape[2] != d + 2:
         raise ValueError(f"inits must have shape (R, m, {d + 2}) (rows (w_j, b_j, a_j)), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("inits must be finite")
     for p in problems:
         if not p.bias and np.any(arr[:, :, d] != 0.0):
             raise ValueError("inits has nonzero biases but the problem has bias=False")
     return np.ascontiguousarray(arr)
+
+
+def _check_seed(seed):
+    """``seed`` for ``numpy.random.default_rng``: None, an integer >= 0, a Generator, BitGenerator or
+    SeedSequence; ``ValueError`` naming seed otherwise."""
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence)):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0 or a numpy.random.Generator, got {seed!r}")
+    return int(seed)
+
+
+def _check_bias(bias):
+    """``None`` or a finite real number; ``ValueError`` naming bias otherwise."""
+    if bias is None:
+        return None
+    if isinstance(bias, bool) or not isinstance(bias, numbers.Real) or not math.isfinite(bias):
+        raise ValueError(f"bias must be None or a finite real number, got {bias!r}")
+    return float(bias)
 
 
 def _chunk_size(chunk_size, count: int) -> int:
@@ -305,31 +352,47 @@ def _settings(method, problems, shape, t_end, log_t_end, clock, lr, steps, until
 
 
 # ----- computing chunks -----------------------------------------------------------------------------------------
-def compute_chunk(job: _Job, pool=None, threads: int = 1) -> dict:
+def compute_chunk(job: _Job, pool=None, threads: int = 1, interrupted=None) -> dict | None:
     """The per-member arrays of one chunk (what a Dask task returns). With a thread ``pool`` the members are run in
-    small slices on its threads (the kernels release the GIL); each member's numbers are the same either way."""
+    small slices on its threads (the kernels release the GIL); each member's numbers are the same either way.
+
+    While the slices run, the calling thread looks at ``interrupted["set"]`` (Ctrl-C) every :data:`_POLL_S`
+    seconds and, once it is set, sets the kernels' stop flag; the chunk is then ``None`` unless every member had
+    already finished.
+    """
     count, shape = len(job.inits), job.inits.shape[1:]
     members = empty_members(count, shape)
+    stop = np.zeros(1, np.int64)
+    tasks = []
     for index, problem in enumerate(job.problems):
         rows = np.flatnonzero(job.which == index) if len(job.problems) > 1 else np.arange(count)
         if not len(rows):
             continue
-        P0 = job.inits[rows]
-        if pool is None:
-            slices = [slice(0, len(rows))]
-        else:
-            step = max(1, len(rows) // (8 * threads))
-            slices = [slice(lo, lo + step) for lo in range(0, len(rows), step)]
-        run = partial(_run_group, job.method, problem, settings=job.settings["kernel"])
-        parts = map(run, (np.ascontiguousarray(P0[s]) for s in slices)) if pool is None else \
-            pool.map(run, [np.ascontiguousarray(P0[s]) for s in slices])
-        for s, part in zip(slices, parts):
-            for name, values in part.items():
-                members[name][rows[s]] = values
-    return members
+        step = len(rows) if pool is None else max(1, len(rows) // (8 * threads))
+        run = partial(_run_group, job.method, problem, settings=job.settings["kernel"], stop=stop)
+        tasks += [(rows[lo: lo + step], run) for lo in range(0, len(rows), step)]
+    if pool is None:
+        parts = [run(np.ascontiguousarray(job.inits[rows])) for rows, run in tasks]
+    else:
+        futures = [pool.submit(run, np.ascontiguousarray(job.inits[rows])) for rows, run in tasks]
+        _wait(futures, stop, interrupted)
+        parts = [future.result() for future in futures]
+    for (rows, _), part in zip(tasks, parts):
+        for name, values in part.items():
+            members[name][rows] = values
+    return None if np.any(members["status_code"] == PENDING) else members
 
 
-def _run_group(method, problem, P0, settings) -> dict:
+def _wait(futures, stop, interrupted) -> None:
+    """Wait for ``futures``, setting ``stop[0]`` once ``interrupted["set"]`` is (the kernels then return soon)."""
+    pending = set(futures)
+    while pending:
+        _, pending = wait(pending, timeout=_POLL_S)
+        if interrupted is not None and interrupted["set"]:
+            stop[0] = 1
+
+
+def _run_group(method, problem, P0, settings, stop) -> dict:
     """Members of one problem through the batch kernel of ``method``."""
     from flowlib.kernels import ensemble as kens
 
@@ -341,10 +404,10 @@ def _run_group(method, problem, P0, settings) -> dict:
         out_steps, out_info = np.empty(count, np.int64), np.empty((count, 3))
         kens.descend_batch(Xa, *args, k["selection"], problem.bias, problem.train_outer, k["lr"], P0, k["steps"],
                            k["loss_below"], k["deadline_steps"], k["coef"], k["offset"], k["lin_tol"], out_P,
-                           out_code, out_steps, out_info)
-        return {"final": out_P, "loss": out_info[:, 0], "t": out_steps * k["lr"], "steps": out_steps,
-                "events": out_info[:, 1].astype(np.int64), "event_counts": np.zeros((count, 6), np.int64),
-                "status_code": out_code.astype(np.int16)}
+                           out_code, out_steps, out_info, stop)
+        return _finished({"final": out_P, "loss": out_info[:, 0], "t": out_steps * k["lr"], "steps": out_steps,
+                          "events": out_info[:, 1].astype(np.int64), "event_counts": np.zeros((count, 6), np.int64),
+                          "status_code": out_code.astype(np.int16)})
     surfaces = [initial_surfaces(problem, P) for P in P0]
     active0 = np.ascontiguousarray(np.stack([s[0] for s in surfaces]))
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
@@ -353,12 +416,27 @@ def _run_group(method, problem, P0, settings) -> dict:
     kens.flow_batch(Xa, *args, problem.bias, problem.train_outer, k["order"], k["rtol"], k["caratheodory"],
                     k["selection"], k["tie"], k["log_clock"], nodes, weights, P0, active0, mode0, k["u_end"],
                     k["u_deadline"], k["max_steps"], k["max_events"], k["loss_below"], k["coef"], k["offset"],
-                    k["lin_tol"], out_P, out_code, out_counts, out_info)
+                    k["lin_tol"], out_P, out_code, out_counts, out_info, stop)
     with np.errstate(over="ignore"):
         t = np.expm1(out_info[:, 0]) if k["log_clock"] else out_info[:, 0]
         loss = np.exp(out_info[:, 1]) if k["log_clock"] else out_info[:, 1]
-    return {"final": out_P, "loss": loss, "t": t, "steps": out_info[:, 2].astype(np.int64),
-            "events": out_counts.sum(axis=1), "event_counts": out_counts, "status_code": out_code.astype(np.int16)}
+    return _finished({"final": out_P, "loss": loss, "t": t, "steps": out_info[:, 2].astype(np.int64),
+                      "events": out_counts.sum(axis=1), "event_counts": out_counts,
+                      "status_code": out_code.astype(np.int16)})
+
+
+def _finished(part: dict) -> dict:
+    """``part`` with members stopped by the stop flag blanked (pending) and members whose final state or loss is
+    not finite marked failed (``NONFINITE``) whatever code the kernel gave."""
+    code = part["status_code"]
+    stopped = code == PENDING
+    if stopped.any():
+        blank = empty_members(int(stopped.sum()), part["final"].shape[1:])
+        for name, values in blank.items():
+            part[name][stopped] = values
+    finite = np.isfinite(part["loss"]) & np.all(np.isfinite(part["final"].reshape(len(code), -1)), axis=1)
+    code[~finite & np.isin(code, _FINISHED_CODES)] = kstatus.NONFINITE
+    return part
 
 
 def _place(members: dict, lo: int, arrays: dict) -> None:
@@ -373,9 +451,9 @@ class _local_runner:
         self.threads = workers or os.cpu_count() or 1
         self.pool = ThreadPoolExecutor(max_workers=self.threads)
 
-    def __call__(self, jobs: dict):
+    def __call__(self, jobs: dict, interrupted: dict):
         for index, job in jobs.items():
-            yield index, compute_chunk(job, self.pool, self.threads)
+            yield index, compute_chunk(job, self.pool, self.threads, interrupted)
 
     def close(self):
         self.pool.shutdown(cancel_futures=True)
@@ -386,20 +464,26 @@ class _dask_runner:
 
     def __init__(self, client):
         try:
-            from dask.distributed import Client, as_completed
+            from dask.distributed import Client
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("client= needs dask.distributed: pip install 'flowlib[dask]'") from exc
         self._own = isinstance(client, str)
         if not self._own and not isinstance(client, Client):
             raise ValueError(f"client must be a dask.distributed.Client or a scheduler address, got {client!r}")
         self.client = Client(client) if self._own else client
-        self._as_completed = as_completed
         self._futures = {}
 
-    def __call__(self, jobs: dict):
+    def __call__(self, jobs: dict, interrupted: dict):
+        """Finished chunks, as they finish; on Ctrl-C it stops (:meth:`close` cancels the rest)."""
         self._futures = {self.client.submit(compute_chunk, job, pure=False): index for index, job in jobs.items()}
-        for future in self._as_completed(list(self._futures)):
-            yield self._futures[future], future.result()
+        pending = list(self._futures)
+        while pending and not interrupted["set"]:
+            finished = [future for future in pending if future.done()]
+            for future in finished:
+                pending.remove(future)
+                yield self._futures[future], future.result()
+            if not finished:
+                time.sleep(_POLL_S)
 
     def close(self):
         pending = [f for f in self._futures if not f.done()]

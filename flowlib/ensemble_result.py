@@ -1,16 +1,11 @@
-"""``EnsembleResult``: the summary arrays of many trajectories, and the folder an ensemble streams its chunks to.
+"""``EnsembleResult``: the summary arrays of many trajectories.
 
-An ensemble run with ``out=FOLDER`` writes ``meta.json`` (problem, options, versions and a fingerprint of all of
-it and of the initialisations), ``inits.npy``, and one ``chunk_NNNNNN.npz`` per finished chunk of members, each
-written atomically (a temporary name, then a rename). Re-running the same call finds the finished chunks and
-computes only the others: an interrupted ensemble resumes where it stopped, with identical results.
+The folder an ensemble streams its chunks to (``out=``) is :mod:`flowlib.ensemble_store`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,76 +178,8 @@ def load_ensemble(data, meta) -> EnsembleResult:
                           **{name: data[name] for name in MEMBER_ARRAYS})
 
 
-class ChunkStore:
-    """The folder an ensemble streams to: ``meta.json``, ``inits.npy``, ``chunk_NNNNNN.npz``.
-
-    Parameters
-    ----------
-    folder : path
-    description : dict
-        JSON-friendly: method, problems, problem index, options, chunk size. With the initialisations it makes the
-        fingerprint; a folder holding another ensemble's chunks raises ``ValueError`` naming ``out``.
-    inits : ndarray
-    """
-
-    def __init__(self, folder, description: dict, inits: np.ndarray):
-        self.folder = Path(folder)
-        digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode())
-        digest.update(np.ascontiguousarray(inits).tobytes())
-        self.fingerprint = digest.hexdigest()
-        meta_path = self.folder / "meta.json"
-        if meta_path.exists():
-            stored = json.loads(meta_path.read_text())
-            if stored.get("fingerprint") != self.fingerprint:
-                raise ValueError(f"out={str(folder)!r} holds another ensemble (different problem, options or "
-                                 "initialisations); give a new folder or delete it")
-            return
-        if self.folder.exists() and not self.folder.is_dir():
-            raise ValueError(f"out={str(folder)!r} exists and is not a folder")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        np.save(self.folder / "inits.npy", inits)
-        meta = dict(description, kind="EnsembleStore", fingerprint=self.fingerprint, versions=versions())
-        _atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta, indent=1)))
-
-    def chunk_path(self, index: int) -> Path:
-        return self.folder / f"chunk_{index:06d}.npz"
-
-    def has(self, index: int) -> bool:
-        return self.chunk_path(index).exists()
-
-    def read(self, index: int) -> dict:
-        with np.load(self.chunk_path(index), allow_pickle=False) as data:
-            return {name: data[name] for name in MEMBER_ARRAYS}
-
-    def write(self, index: int, arrays: dict) -> None:
-        _atomic_write(self.chunk_path(index), lambda tmp: np.savez(tmp, **arrays))
-
-
-def _atomic_write(path: Path, write) -> None:
-    """``write(tmp)`` to a temporary sibling, then rename over ``path`` (a reader never sees half a file)."""
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def load_store(folder) -> EnsembleResult:
-    """Assemble an :class:`EnsembleResult` from an ensemble's ``out`` folder (finished chunks; others pending)."""
-    folder = Path(folder)
-    meta = json.loads((folder / "meta.json").read_text())
-    inits = np.load(folder / "inits.npy")
-    members = empty_members(len(inits), inits.shape[1:])
-    size = meta["chunk_size"]
-    complete = True
-    for index, lo in enumerate(range(0, len(inits), size)):
-        path = folder / f"chunk_{index:06d}.npz"
-        if not path.exists():
-            complete = False
-            continue
-        with np.load(path, allow_pickle=False) as data:
-            for name in MEMBER_ARRAYS:
-                members[name][lo: lo + size] = data[name]
-    return EnsembleResult(method=meta["method"], problems=tuple(Problem(**p) for p in meta["problems"]),
-                          problem_index=(np.zeros(len(inits), np.int64) if meta["problem_index"] is None
-                                         else np.asarray(meta["problem_index"], np.int64)), inits=inits,
-                          options=meta["options"], complete=complete,
-                          meta={"versions": meta["versions"], "fingerprint": meta["fingerprint"]}, **members)
+    """The :class:`EnsembleResult` of an ensemble's ``out`` folder (see :func:`flowlib.ensemble_store.load_store`)."""
+    from flowlib.ensemble_store import load_store as load
+
+    return load(folder)

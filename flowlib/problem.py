@@ -18,11 +18,12 @@ REDUCTIONS = ("mean", "sum")
 ACTIVATIONS = ("relu", "leaky_relu")
 
 
-def as_real_array(value, name: str, ndim: int) -> np.ndarray:
-    """Return ``value`` as a finite float64 C-contiguous array with ``ndim`` dimensions.
+def as_real_array(value, name: str, ndim: int | None) -> np.ndarray:
+    """Return ``value`` as a finite float64 C-contiguous array with ``ndim`` dimensions (any number for ``None``).
 
     Integer and floating arrays are widened exactly; booleans, complex numbers, objects, strings, ragged nested
-    sequences and integers that float64 cannot hold exactly (beyond ``2**53``) raise.
+    sequences, integers that float64 cannot hold exactly (beyond ``2**53``) and long doubles that it would round
+    raise.
 
     Raises
     ------
@@ -35,11 +36,14 @@ def as_real_array(value, name: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{name} must be a rectangular array of real numbers (its rows differ in length)") from None
     if arr.dtype.kind not in "iuf":
         raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    if arr.ndim != ndim:
+    if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
     if arr.dtype.kind in "iu":
         _check_exact_integers(arr, name)
-    arr = np.array(arr, dtype=np.float64, order="C", copy=True)
+    widened = np.array(arr, dtype=np.float64, order="C", copy=True)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8 and not np.all((widened == arr) | np.isnan(arr)):
+        raise ValueError(f"{name} holds {arr.dtype} values that float64 cannot represent exactly")
+    arr = widened
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite entries")
     return arr

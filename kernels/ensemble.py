@@ -18,6 +18,13 @@ A member stops early, with code :data:`REACHED`, at the first point where
 Either part is switched off by ``nan`` (``loss_below``) or ``lin_tol < 0``. With a deadline (``deadline_steps`` for
 gradient descent, ``u_deadline`` for the flow) a member whose loss has not gone below ``loss_below`` by then stops
 with code :data:`DEADLINE`.
+
+Stop flag
+---------
+Every batch kernel takes ``stop`` (int64, shape ``(1,)``), which another thread may set to non-zero while the kernel
+runs (Ctrl-C). It is read before every gradient-descent iteration and before every chunk of flow steps; a member
+running when it is set ends with code :data:`STOPPED` (its outputs are then meaningless) and the members after it
+are not started (code :data:`STOPPED`). Reading the flag changes no number of a member that runs to its end.
 """
 
 import math
@@ -31,6 +38,8 @@ from .series import horner_state, preactivations
 
 REACHED = status.REACHED
 DEADLINE = status.DEADLINE
+#: Code of a member abandoned because the caller set the stop flag (``flowlib.ensemble_result.PENDING``).
+STOPPED = -1
 #: Number of event kinds counted per member (:mod:`.constants` ``EVENT_*``).
 N_EVENT_KINDS = 6
 #: Steps of one flow chunk inside a member (buffers are per member and per chunk).
@@ -75,7 +84,7 @@ def _first_inside(coef, C, order, h, offset, tol):
 
 @jit
 def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, max_steps, loss_below,
-                   deadline_steps, coef, offset, lin_tol, out):
+                   deadline_steps, coef, offset, lin_tol, out, stop):
     """Gradient descent from ``P`` (updated in place) until the stop rule, the deadline or ``max_steps``.
 
     ``out`` (float64, shape ``(3,)``) receives the loss at the last iterate, the number of activation flips
@@ -85,8 +94,8 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
     Returns
     -------
     code : int
-        :data:`REACHED`, :data:`DEADLINE`, ``status.SUCCESS`` (``max_steps`` iterations done) or
-        ``status.NONFINITE``.
+        :data:`REACHED`, :data:`DEADLINE`, ``status.SUCCESS`` (``max_steps`` iterations done),
+        ``status.NONFINITE`` or :data:`STOPPED` (``stop[0]`` was set).
     k : int
         Index of the iterate held in ``P``.
     """
@@ -119,6 +128,9 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
             break
         if k >= max_steps:
             break
+        if stop[0] != 0:
+            code = STOPPED
+            break
         if not descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
             code = status.NONFINITE
             break
@@ -137,15 +149,18 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
 
 @jit
 def descend_batch(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P0, max_steps, loss_below,
-                  deadline_steps, coef, offset, lin_tol, out_P, out_code, out_steps, out_info):
+                  deadline_steps, coef, offset, lin_tol, out_P, out_code, out_steps, out_info, stop):
     """:func:`descend_member` for every member ``r`` of ``P0`` (shape ``(R, m, d + 2)``); the final
     states go to ``out_P``, the codes, iterate indices and ``out`` rows to ``out_code``, ``out_steps`` and
-    ``out_info`` (shape ``(R, 3)``)."""
+    ``out_info`` (shape ``(R, 3)``). Members not started because ``stop[0]`` was set get :data:`STOPPED`."""
+    out_code[:] = STOPPED
     for r in range(P0.shape[0]):
+        if stop[0] != 0:
+            break
         P = P0[r].copy()
         info = np.empty(3)
         code, k = descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, max_steps,
-                                 loss_below, deadline_steps, coef, offset, lin_tol, info)
+                                 loss_below, deadline_steps, coef, offset, lin_tol, info, stop)
         out_P[r] = P
         out_code[r] = code
         out_steps[r] = k
@@ -186,7 +201,7 @@ def _count_events(ev_kind, ev_t, e, until, counts):
 @jit
 def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy,
                 log_clock, gl_nodes, gl_weights, P, active, mode, u_end, u_deadline, max_steps, max_events,
-                loss_below, coef, offset, lin_tol, counts, out):
+                loss_below, coef, offset, lin_tol, counts, out, stop):
     """The flow from ``P`` (updated in place; ``active`` and ``mode`` as :func:`.driver.integrate_chunk` wants them)
     until the stop rule, ``u_end``, the deadline or a budget.
 
@@ -197,7 +212,8 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
     Returns
     -------
     code : int
-        :data:`REACHED`, :data:`DEADLINE`, or a code of :mod:`.status` (``SUCCESS``: ``u_end`` reached).
+        :data:`REACHED`, :data:`DEADLINE`, a code of :mod:`.status` (``SUCCESS``: ``u_end`` reached), or
+        :data:`STOPPED` (``stop[0]`` was set).
     """
     n = Xa.shape[0]
     m, w = P.shape
@@ -221,6 +237,9 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
     n_events = 0
     code = status.SUCCESS
     while True:
+        if stop[0] != 0:
+            code = STOPPED
+            break
         target = u_deadline if (not below and u_deadline < u_end) else u_end
         kode, k, e = integrate_chunk(
             Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy, log_clock,
@@ -271,10 +290,14 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
 @jit
 def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy,
                log_clock, gl_nodes, gl_weights, P0, active0, mode0, u_end, u_deadline, max_steps, max_events,
-               loss_below, coef, offset, lin_tol, out_P, out_code, out_counts, out_info):
+               loss_below, coef, offset, lin_tol, out_P, out_code, out_counts, out_info, stop):
     """:func:`flow_member` for every member ``r`` of ``P0`` (shape ``(R, m, d + 2)``, with initial sides
-    ``active0`` and modes ``mode0`` of shape ``(R, n, m)``)."""
+    ``active0`` and modes ``mode0`` of shape ``(R, n, m)``). Members not started because ``stop[0]`` was set get
+    :data:`STOPPED`."""
+    out_code[:] = STOPPED
     for r in range(P0.shape[0]):
+        if stop[0] != 0:
+            break
         P = P0[r].copy()
         active = active0[r].copy()
         mode = mode0[r].copy()
@@ -282,7 +305,7 @@ def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carathe
         info = np.empty(3)
         code = flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection,
                            tie_policy, log_clock, gl_nodes, gl_weights, P, active, mode, u_end, u_deadline,
-                           max_steps, max_events, loss_below, coef, offset, lin_tol, counts, info)
+                           max_steps, max_events, loss_below, coef, offset, lin_tol, counts, info, stop)
         out_P[r] = P
         out_code[r] = code
         out_counts[r] = counts
