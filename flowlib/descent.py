@@ -17,14 +17,13 @@ from flowlib.kernels import descent as kdescent
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.result import DescentResult, FlipLog, Status
-from flowlib.running import check_budget, check_problem_params, progress_bar, sigint_flag
+from flowlib.running import check_budget, check_dps, check_problem_params, progress_bar, sigint_flag
 
 _CHUNK_SECONDS = 0.05
 _FIRST_CHUNK_STEPS = {"float64": 1024, "mpmath": 4}
 _MAX_CHUNK_STEPS = 1 << 22
 _CHUNK_RECORD_FLOATS = 1 << 21  # at most 16 MB of recorded states per float64 chunk
 _CHUNK_FLIPS = 1 << 16
-_MIN_DPS = 16  # float64 inputs convert exactly from 16 digits (56 bits) on
 
 
 def _check_positive_int(value, name: str, minimum: int) -> int:
@@ -65,7 +64,7 @@ class _Float64Run:
     def chunk_limit(self, steps: int) -> int:
         return min(steps, self._record_cap * self.record_every)
 
-    def advance(self, max_steps: int, max_flips: int):
+    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None):
         p = self.problem
         n, m = p.n, self.P.shape[0]
         cap = max_steps // self.record_every + 2
@@ -108,8 +107,8 @@ class _MPRun:
     def chunk_limit(self, steps: int) -> int:
         return steps
 
-    def advance(self, max_steps: int, max_flips: int):
-        code, recs, flips = self.run.advance(max_steps, max_flips)
+    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None):
+        code, recs, flips = self.run.advance(max_steps, max_flips, interrupt)
         states = np.empty((len(recs), len(self.run.P), len(self.run.P[0])), dtype=object)
         for r, rec in enumerate(recs):
             states[r] = _object_array(rec[1])
@@ -117,6 +116,24 @@ class _MPRun:
                    np.array([r[2] for r in recs], dtype=object))
         columns = tuple(np.array([f[q] for f in flips], dtype=np.int64) for q in range(4))
         return ("running" if code == "flips_full" else code), records, columns
+
+
+def _next_chunk(steps: int, elapsed: float) -> int:
+    """Iterations of the next chunk after one of ``steps`` that took ``elapsed`` seconds: doubled while a chunk
+    takes under ~25 ms, shrunk in proportion over ~100 ms, so that Ctrl-C and callbacks are served within ~0.1 s
+    (chunk boundaries never change the iterates)."""
+    if elapsed < 0.5 * _CHUNK_SECONDS:
+        return min(2 * steps, _MAX_CHUNK_STEPS)
+    if elapsed > 2.0 * _CHUNK_SECONDS:
+        return max(1, int(steps * _CHUNK_SECONDS / elapsed))
+    return steps
+
+
+def _nonfinite_message(run, losses) -> str:
+    """What became non-finite: the loss of the last recorded iterate (kept), or the next iterate (not taken)."""
+    if len(losses) and not losses[-1] < math.inf:
+        return f"the loss became non-finite (L = {losses[-1]}) at iteration {run.k} (divergence: try a smaller lr)"
+    return f"iterate {run.k + 1} would not be finite (divergence: try a smaller lr); iterate {run.k} is the last"
 
 
 def _object_array(rows) -> np.ndarray:
@@ -198,7 +215,7 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
     steps = _check_positive_int(steps, "steps", 0)
     record_every = _check_positive_int(record_every, "record_every", 1)
     if dps is not None:
-        dps = _check_positive_int(dps, "dps", _MIN_DPS)
+        dps = check_dps(dps)
     selection = problem.leak if selection is None else _check_real(selection, "selection")
     if not problem.leak <= selection <= 1.0:
         raise ValueError(f"selection must lie in [leak, 1] = [{problem.leak}, 1], got {selection!r}")
@@ -227,7 +244,7 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
             while run.k < steps:
                 budget = min(_CHUNK_FLIPS, max_flips - n_flips)
                 tick = time.perf_counter()
-                code, (it, st, lo), flips = run.advance(run.chunk_limit(chunk), budget)
+                code, (it, st, lo), flips = run.advance(run.chunk_limit(chunk), budget, interrupted)
                 elapsed = time.perf_counter() - tick
                 if len(it):
                     iter_parts.append(it)
@@ -240,19 +257,17 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
                     bar.update(run.k - bar.n)
                 stop_requested = bool(callback(run.k, n_flips)) if callback is not None else False
                 if code == "nonfinite":
-                    outcome = Status.FAILED
-                    message = f"iterate {run.k + 1} would not be finite (divergence: try a smaller lr)"
+                    outcome, message = Status.FAILED, _nonfinite_message(run, lo)
                     break
                 if code == "success":
                     break
-                if interrupted["set"] or stop_requested:
+                if code == "interrupted" or interrupted["set"] or stop_requested:
                     outcome, message = Status.INTERRUPTED, f"interrupted at iteration {run.k}"
                     break
                 if n_flips >= max_flips:
                     outcome, message = Status.MAX_EVENTS, f"max_flips = {max_flips} used up at iteration {run.k}"
                     break
-                if elapsed < 0.5 * _CHUNK_SECONDS:
-                    chunk = min(2 * chunk, _MAX_CHUNK_STEPS)
+                chunk = _next_chunk(chunk, elapsed)
     finally:
         if bar is not None:
             bar.close()

@@ -10,13 +10,16 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 
 import numpy as np
 
 from flowlib.kernels import driver, events as kevents, status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.result import EVENT_KINDS, Event, FlowResult, Status
-from flowlib.running import check_budget, check_problem_params, check_time, order_for, progress_bar, sigint_flag
+from flowlib.running import (MAX_DPS, check_budget, check_problem_params, check_time, order_for, progress_bar,
+                             sigint_flag)
+from flowlib.running import check_dps as check_integer_dps
 
 #: Default local tolerance of the Taylor step-size rule.
 DEFAULT_RTOL = 1e-13
@@ -27,10 +30,19 @@ _FIRST_CHUNK_STEPS = 32
 _FLOP_RATE = 1e10
 _MAX_CHUNK_STEPS = 8192
 _CHUNK_EVENTS = 4096
+#: Default ``memory_budget`` of :func:`gradient_flow`: bytes of per-step output (dense output, states, times,
+#: losses, energies) a float64 run may store before it stops with status ``"max_steps"``.
+MEMORY_BUDGET = 2 << 30
+#: ``dps`` above which a ``UserWarning`` gives the estimated cost (:data:`flowlib.running.MAX_DPS` is the largest
+#: accepted): the cost of a Taylor step grows like ``dps^2`` (measured on a one-neuron problem, 2-core VM: 0.84 s a
+#: step at 100 digits, 4.1 s at 200, 8.8 s at 300, about 80 s at 1000)
+WARN_DPS = 400
+_SECONDS_PER_STEP_AT_1000_DPS = 80.0
 
 _KERNEL_STATUS = {
     kstatus.SUCCESS: (Status.SUCCESS, "reached t_end"),
-    kstatus.NONFINITE: (Status.FAILED, "the state or its Taylor coefficients became non-finite (overflow)"),
+    kstatus.NONFINITE: (Status.FAILED, "the next step's Taylor coefficients, energy or state became non-finite "
+                                       "(overflow); the result ends at the last finite state"),
     kstatus.NO_CARATHEODORY: (Status.NO_CARATHEODORY_SOLUTION,
                               "the selection pushes the state back into a surface it cannot stay on (sliding): no "
                               "Caratheodory solution continues; the Filippov solution slides"),
@@ -102,6 +114,17 @@ def resolve_horizon(t_end, log_t_end, clock: str) -> tuple[str, float, float]:
     return clock, t_end, u_end
 
 
+def check_dps(dps) -> int:
+    """``dps`` as an int in ``[16, MAX_DPS]`` (``ValueError`` naming it otherwise); a ``UserWarning`` with the
+    estimated cost of a step above :data:`WARN_DPS`."""
+    dps = check_integer_dps(dps)
+    if dps > WARN_DPS:
+        cost = _SECONDS_PER_STEP_AT_1000_DPS * (dps / 1000.0) ** 2
+        warnings.warn(f"dps = {dps}: a Taylor step costs about {cost:.3g} s on a one-neuron problem, more on larger "
+                      "networks (the cost grows like dps^2)", UserWarning, stacklevel=3)
+    return dps
+
+
 def check_rtol(rtol) -> float:
     """The float64 step tolerance (default :data:`DEFAULT_RTOL`), or ``ValueError`` naming ``rtol``."""
     rtol = DEFAULT_RTOL if rtol is None else rtol
@@ -127,7 +150,8 @@ def check_solution(problem: Problem, solution: str, selection, tie: str) -> floa
 def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None, *, log_t_end: float | None = None,
                   clock: str = "auto", dps: int | None = None, rtol: float | None = None, solution: str = "filippov", selection: float | None = None,
                   tie: str = "stay", t_eval=None, dense_output: bool = True, max_steps: int = 1_000_000,
-                  max_events: int = 100_000, progress: bool = False, callback=None) -> FlowResult:
+                  max_events: int = 100_000, progress: bool = False, callback=None,
+                  memory_budget: int = MEMORY_BUDGET) -> FlowResult:
     """Exact gradient flow ``theta' = -grad L(theta)`` from ``params0`` over ``[0, t_end]``.
 
     The flow is integrated cell by cell (fixed activation pattern) with an adaptive Taylor method; every
@@ -157,7 +181,10 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
         Decimal digits of an arbitrary-precision run (``>= 16``): the same algorithm over mpmath numbers
         (:mod:`flowlib.mp`), every number at ``dps`` digits; data and ``params0`` are taken exactly from their
         float64 values. The result's arrays then hold mpf numbers (``dtype=object``), its event times too.
-        About 10 ms per step at 50 digits on small networks. ``None`` (default): float64 Numba kernels.
+        About 10 ms per step at 50 digits on small networks; the cost grows like ``dps^2`` (one neuron: 0.8 s a
+        step at 100 digits, about 80 s at 1000): above :data:`WARN_DPS` (400) a ``UserWarning`` gives the estimate, and
+        ``dps`` above :data:`MAX_DPS` (2000) is refused. Ctrl-C interrupts a step under way (it is discarded).
+        ``None`` (default): float64 Numba kernels.
     rtol : float, optional
         Local tolerance of the step-size rule, relative to ``max |theta|``: in ``[1e-16, 1e-3]`` for float64
         (default ``1e-13``), in ``[10^-dps, 1e-3]`` with ``dps`` (default ``10^-dps``; a string or mpf is taken
@@ -182,6 +209,12 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
         ``(order + 1) * m * (d + 2)`` floats per step; turn off for long runs of wide networks.
     max_steps, max_events : int
         Budgets; when one is used up the run stops with status ``"max_steps"`` / ``"max_events"``.
+    memory_budget : int
+        Bytes of per-step output a float64 run may store (default :data:`MEMORY_BUDGET`, 2 GiB): the Taylor
+        coefficients with ``dense_output`` (``(order + 1) m (d + 2)`` floats a step), the step boundary's state
+        (``m (d + 2)`` floats), its time, loss and energy. The run stops with status ``"max_steps"`` and a message
+        naming ``memory_budget`` when its steps would store more (``m = 200, d = 10, order 16``: 0.36 MB a step
+        with dense output, about 5,900 steps). The ``dps`` backend ignores it.
     progress : bool
         Show a tqdm progress bar (needs the ``progress`` extra).
     callback : callable, optional
@@ -192,7 +225,9 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     -------
     FlowResult
         With ``status`` ``"success"`` on reaching ``t_end``; otherwise the reason and everything computed so far.
-        Ctrl-C stops the run between chunks and returns with ``status="interrupted"``.
+        Ctrl-C stops the run within ~0.1 s (float64: between chunks; mpmath: inside the step, which is discarded)
+        and returns with ``status="interrupted"``. A non-finite loss, energy, Taylor coefficient or state ends the
+        run with status ``"failed"``, a message saying what and when, and the last finite state.
 
     Raises
     ------
@@ -209,8 +244,9 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     """
     check_problem_params(problem, params0)
     clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock)
-    if dps is not None and (isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or dps < 16):
-        raise ValueError(f"dps must be None (float64) or an integer >= 16, got {dps!r}")
+    if dps is not None:
+        check_dps(dps)
+    memory_budget = check_budget(memory_budget, "memory_budget")
     if dps is None:
         rtol = check_rtol(rtol)
     selection = check_solution(problem, solution, selection, tie)
@@ -232,7 +268,7 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
                         tie, t_eval, dense_output, max_steps, max_events, progress, callback)
 
     return _float64_flow(problem, params0.packed(), u_end, log_clock, float(rtol), solution, selection, tie, t_eval,
-                         u_eval, dense_output, max_steps, max_events, progress, callback)
+                         u_eval, dense_output, max_steps, max_events, progress, callback, memory_budget)
 
 
 def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coefficients: bool) -> tuple[tuple, tuple]:
@@ -336,6 +372,25 @@ def first_chunk_steps(n: int, m: int, w: int, order: int) -> int:
     return int(min(_FIRST_CHUNK_STEPS, max(1.0, _CHUNK_SECONDS * _FLOP_RATE / work)))
 
 
+def next_chunk_steps(steps: int, taken: int, elapsed: float) -> int:
+    """Steps of the next chunk after one of ``steps`` steps that took ``elapsed`` seconds for ``taken`` steps:
+    double while a chunk takes under half of ~50 ms (up to 8192 steps), and shrink in proportion when one took
+    over twice that (steps that became slower, e.g. through many events), so that Ctrl-C, a callback or a
+    progress bar is served within ~0.1 s, or about one step, whatever the run does (chunk boundaries never
+    change the trajectory)."""
+    if elapsed < 0.5 * _CHUNK_SECONDS:
+        return min(2 * steps, _MAX_CHUNK_STEPS)
+    if elapsed > 2.0 * _CHUNK_SECONDS and taken > 0:
+        return max(1, int(taken * _CHUNK_SECONDS / elapsed))
+    return steps
+
+
+def stored_bytes_per_step(order: int, m: int, w: int, dense_output: bool) -> int:
+    """Bytes a float64 run stores per step: the Taylor coefficients with ``dense_output`` (``(order + 1) m w``
+    floats), the state at the step boundary (``m w``), and its time, step length, loss and energy."""
+    return 8 * ((order + 1) * m * w * dense_output + m * w + 4)
+
+
 def _flow_time(u: float, log_clock: bool) -> float:
     """Flow time at ``u`` in the integration variable (``t`` itself, or ``s = ln(1 + t)``; inf past float64)."""
     if not log_clock:
@@ -345,13 +400,21 @@ def _flow_time(u: float, log_clock: bool) -> float:
 
 
 def _stop_reason(code: int, interrupted: bool, run: _Trajectory, max_steps: int, max_events: int, where: str,
-                 now: float) -> tuple[Status, str] | None:
-    """Why the run stops after a chunk that returned ``code`` and ended at ``now`` (``None``: it goes on)."""
+                 now: float, final_loss: float = 0.0, memory: tuple[int, int] | None = None) \
+        -> tuple[Status, str] | None:
+    """Why the run stops after a chunk that returned ``code`` and ended at ``now`` with loss ``final_loss``
+    (``None``: it goes on). ``memory``: ``(memory_budget, steps it allows)`` when it caps the steps."""
+    if code == kstatus.NONFINITE and not final_loss < math.inf:
+        return Status.FAILED, (f"the loss became non-finite ({'ln L' if where != 't' else 'L'} = {final_loss!r}) at "
+                               f"{where} = {now!r}; the result ends at the last finite state")
     if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
         outcome, message = _KERNEL_STATUS[code]
         return outcome, message if outcome == Status.SUCCESS else f"{message} ({where} = {now!r})"
     if interrupted:
         return Status.INTERRUPTED, f"interrupted at {where} = {now!r}"
+    if memory is not None and run.steps >= memory[1]:
+        return Status.MAX_STEPS, (f"memory_budget = {memory[0]} bytes of stored output ({memory[1]} steps) used up "
+                                  f"at {where} = {now!r}; raise memory_budget, or turn dense_output off")
     if run.steps >= max_steps:
         return Status.MAX_STEPS, f"max_steps = {max_steps} used up at {where} = {now!r}"
     if len(run.events) >= max_events:
@@ -361,7 +424,8 @@ def _stop_reason(code: int, interrupted: bool, run: _Trajectory, max_steps: int,
 
 def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool, rtol: float, solution: str,
                   selection: float, tie: str, t_eval: np.ndarray, u_eval: np.ndarray, dense_output: bool,
-                  max_steps: int, max_events: int, progress: bool, callback) -> FlowResult:
+                  max_steps: int, max_events: int, progress: bool, callback, memory_budget: int = MEMORY_BUDGET) \
+        -> FlowResult:
     """The float64 branch of :func:`gradient_flow` (arguments checked): call the kernel chunk by chunk from the
     packed state ``P`` (advanced in place) to ``u_end`` in the integration variable, and wrap its output.
 
@@ -377,13 +441,17 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     now = np.zeros(1)
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = first_chunk_steps(n, m, w, order)
+    per_step_bytes = stored_bytes_per_step(order, m, w, dense_output)
+    memory_steps = max(1, memory_budget // per_step_bytes)
+    memory = (memory_budget, memory_steps) if memory_steps < max_steps else None
+    step_cap = min(max_steps, memory_steps)
     bar = progress_bar(progress, u_end, "gradient flow" + (" (clock ln(1+t))" if log_clock else ""))
     where = "ln(1+t)" if log_clock else "t"
     started = time.perf_counter()
     try:
         with sigint_flag() as interrupted:
             while True:
-                budget_steps = min(chunk_steps, max_steps - run.steps)
+                budget_steps = min(chunk_steps, step_cap - run.steps)
                 budget_events = min(_CHUNK_EVENTS, max_events - len(run.events))
                 per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
                                                      dense_output or run.eval_done < len(u_eval))
@@ -399,11 +467,10 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
                 stop_requested = bool(callback(_flow_time(now[0], log_clock), run.steps, len(run.events))) \
                     if callback else False
                 stop = _stop_reason(code, interrupted["set"] or stop_requested, run, max_steps, max_events, where,
-                                    float(now[0]))
+                                    float(now[0]), float(per_step[3][k]), memory)
                 if stop is not None:
                     break
-                if elapsed < 0.5 * _CHUNK_SECONDS:
-                    chunk_steps = min(2 * chunk_steps, _MAX_CHUNK_STEPS)
+                chunk_steps = next_chunk_steps(chunk_steps, k, elapsed)
     finally:
         if bar is not None:
             bar.close()

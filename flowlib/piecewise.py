@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowlib.running import order_for
+from flowlib.running import check_budget, check_time, order_for
 from flowlib.kernels import pwa, status as kstatus
 from flowlib.problem import as_real_array
 from flowlib.result import EVENT_KINDS, Status
@@ -101,6 +101,9 @@ class PiecewiseAffine:
         self.c = as_real_array(c, "c", 2)
         self.normals = as_real_array(normals, "normals", 2)
         K = self.normals.shape[0]
+        if K == 0:
+            raise ValueError("normals must have at least one row (a switching surface); a system without surfaces "
+                             "is an ordinary linear ODE")
         self.offsets = np.zeros(K) if offsets is None else as_real_array(offsets, "offsets", 1)
         checks = {"c0": (self.c0.shape, (n_state,)), "A": (self.A.shape, (K, n_state, n_state)),
                   "c": (self.c.shape, (K, n_state)), "normals": (self.normals.shape, (K, n_state)),
@@ -111,7 +114,12 @@ class PiecewiseAffine:
 
     def solve(self, x0, t_end: float, *, rtol: float = 1e-13, max_steps: int = 100_000,
               max_events: int = 10_000) -> PiecewiseResult:
-        """Integrate from ``x0`` over ``[0, t_end]``; Zeno points are detected, passed and logged.
+        """Integrate from ``x0`` over ``[0, t_end]`` (any finite ``t_end >= 0``, up to float64's largest); Zeno
+        points are detected, passed and logged.
+
+        The kernel runs in chunks whose output buffers grow as the run goes (doubling, from 256 steps), so memory
+        follows the steps actually taken, not ``max_steps``. A non-finite state ends the run with status
+        ``"failed"`` and the last finite state.
 
         Raises
         ------
@@ -121,41 +129,90 @@ class PiecewiseAffine:
         x = as_real_array(x0, "x0", 1)
         if x.shape != self.c0.shape:
             raise ValueError(f"x0 must have shape {self.c0.shape}, got {x.shape}")
-        if not isinstance(t_end, (int, float)) or isinstance(t_end, bool) or not 0 <= t_end < np.inf:
-            raise ValueError(f"t_end must be a finite number >= 0, got {t_end!r}")
-        if not 1e-16 <= rtol <= 1e-3:
-            raise ValueError(f"rtol must lie in [1e-16, 1e-3], got {rtol!r}")
-        order = order_for(rtol)
+        t_end = check_time(t_end)
+        if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.integer, np.floating)) \
+                or not 1e-16 <= rtol <= 1e-3:
+            raise ValueError(f"rtol must be a number in [1e-16, 1e-3], got {rtol!r}")
+        max_steps = check_budget(max_steps, "max_steps")
+        max_events = check_budget(max_events, "max_events")
+        order = order_for(float(rtol))
         g = self.normals @ x + self.offsets
-        sigma = np.where(g > 0, 1.0, -1.0)
-        held = np.zeros(len(g), dtype=np.bool_)
-        clock = np.zeros(1)
-        out_t, out_h = np.empty(max_steps), np.empty(max_steps)
-        out_X = np.empty((max_steps, order + 1, len(x)))
-        cap = max_events + 4 * len(g) + 4
-        ev_t, ev_mult = np.empty(cap), np.empty(cap)
-        ev_kind, ev_surface, ev_side = (np.empty(cap, np.int64) for _ in range(3))
+        K = len(g)
+        carried = _Carried(sigma=np.where(g > 0, 1.0, -1.0), held=np.zeros(K, dtype=np.bool_), clock=np.zeros(1),
+                           drop=np.zeros(K, np.int64), snapped=np.zeros(K, np.bool_),
+                           z_times=np.zeros(pwa.ZENO_MEMORY), z_surface=np.zeros(pwa.ZENO_MEMORY, np.int64),
+                           z_states=np.zeros((pwa.ZENO_MEMORY, len(x))), z_count=np.zeros(1, np.int64))
         started = time.perf_counter()
         x_start = x.copy()
-        code, k, e = pwa.integrate_pwa(self.A0, self.c0, self.A, self.c, self.normals, self.offsets, x, sigma,
-                                       held, clock, float(t_end), order, max_steps, max_events, out_t, out_h,
-                                       out_X, ev_t, ev_kind, ev_surface, ev_side, ev_mult)
+        steps, events, chunk = [], [], _FIRST_CHUNK
+        n_steps = n_events = 0
+        while True:
+            code, part_steps, part_events = self._chunk(x, carried, t_end, order, min(chunk, max_steps - n_steps),
+                                                        min(_CHUNK_EVENTS, max_events - n_events))
+            steps.append(part_steps)
+            events.extend(part_events)
+            n_steps += len(part_steps[0])
+            n_events += len(part_events)
+            if code == kstatus.RUNNING and n_steps < max_steps \
+                    or code == kstatus.MAX_EVENTS and n_events < max_events:
+                chunk = min(2 * chunk, _MAX_CHUNK)
+                continue
+            break
         wall = time.perf_counter() - started
-        outcomes = {kstatus.SUCCESS: (Status.SUCCESS, "reached t_end"),
-                    kstatus.RUNNING: (Status.MAX_STEPS, f"max_steps = {max_steps} used up"),
-                    kstatus.MAX_EVENTS: (Status.MAX_EVENTS, f"max_events = {max_events} used up"),
-                    kstatus.NONFINITE: (Status.FAILED, "the state became non-finite"),
-                    kstatus.NO_PROGRESS: (Status.FAILED, "the step size underflowed"),
-                    kstatus.NO_CONSISTENT: (Status.FAILED, "no consistent configuration of the surfaces met"),
-                    kstatus.TOO_MANY_SURFACES: (Status.FAILED, "more than 8 surfaces met at once")}
-        outcome, message = outcomes[code]
+        outcome, message = _OUTCOMES[code]
+        message = message.format(max_steps=max_steps, max_events=max_events)
         if outcome != Status.SUCCESS:
-            message += f" (t = {float(clock[0])!r})"
-        events = tuple(PiecewiseEvent(float(ev_t[q]), EVENT_KINDS[int(ev_kind[q])], int(ev_surface[q]),
-                                      int(ev_side[q]), float(ev_mult[q])) for q in range(e))
-        states = [out_X[q, 0] for q in range(k)] + [x]
-        starts = list(out_t[:k]) + [float(clock[0])]
-        if not k:
-            states, starts = [x_start, x], [0.0, float(clock[0])]
-        return PiecewiseResult(t=np.array(starts), x=np.array(states), events=events, status=outcome,
-                               message=message, coefficients=out_X[:k].copy(), wall_s=wall)
+            message += f" (t = {float(carried.clock[0])!r})"
+        out_t = np.concatenate([part[0] for part in steps])
+        out_X = np.concatenate([part[1] for part in steps])
+        states = [out_X[q, 0] for q in range(n_steps)] + [x]
+        starts = list(out_t) + [float(carried.clock[0])]
+        if not n_steps:
+            states, starts = [x_start, x], [0.0, float(carried.clock[0])]
+        return PiecewiseResult(t=np.array(starts), x=np.array(states), events=tuple(events), status=outcome,
+                               message=message, coefficients=out_X, wall_s=wall)
+
+    def _chunk(self, x, carried: "_Carried", t_end: float, order: int, steps: int, events: int):
+        """One call of the kernel with fresh buffers for ``steps`` steps and ``events`` events; returns its code,
+        ``(t, X)`` of its steps and its :class:`PiecewiseEvent` objects."""
+        cap = events + 4 * len(carried.sigma) + 4
+        out_t, out_h, out_X = np.empty(steps), np.empty(steps), np.empty((steps, order + 1, len(x)))
+        ev_t, ev_mult = np.empty(cap), np.empty(cap)
+        ev_kind, ev_surface, ev_side = (np.empty(cap, np.int64) for _ in range(3))
+        c = carried
+        code, k, e = pwa.integrate_pwa(self.A0, self.c0, self.A, self.c, self.normals, self.offsets, x, c.sigma,
+                                       c.held, c.clock, t_end, order, steps, events, c.drop, c.snapped, c.z_times,
+                                       c.z_surface, c.z_states, c.z_count, out_t, out_h, out_X, ev_t, ev_kind,
+                                       ev_surface, ev_side, ev_mult)
+        found = [PiecewiseEvent(float(ev_t[q]), EVENT_KINDS[int(ev_kind[q])], int(ev_surface[q]), int(ev_side[q]),
+                                float(ev_mult[q])) for q in range(e)]
+        return code, (out_t[:k], out_X[:k]), found
+
+
+@dataclass
+class _Carried:
+    """What the kernel carries from one chunk to the next (besides the state): signs or controls, held flags,
+    clock, the event machinery's marks and the Zeno detector's memory."""
+
+    sigma: np.ndarray
+    held: np.ndarray
+    clock: np.ndarray
+    drop: np.ndarray
+    snapped: np.ndarray
+    z_times: np.ndarray
+    z_surface: np.ndarray
+    z_states: np.ndarray
+    z_count: np.ndarray
+
+
+_FIRST_CHUNK = 256
+_MAX_CHUNK = 1 << 16
+_CHUNK_EVENTS = 4096
+_OUTCOMES = {kstatus.SUCCESS: (Status.SUCCESS, "reached t_end"),
+             kstatus.RUNNING: (Status.MAX_STEPS, "max_steps = {max_steps} used up"),
+             kstatus.MAX_EVENTS: (Status.MAX_EVENTS, "max_events = {max_events} used up"),
+             kstatus.NONFINITE: (Status.FAILED, "the state became non-finite; the result ends at the last finite "
+                                                "state"),
+             kstatus.NO_PROGRESS: (Status.FAILED, "the step size underflowed"),
+             kstatus.NO_CONSISTENT: (Status.FAILED, "no consistent configuration of the surfaces met"),
+             kstatus.TOO_MANY_SURFACES: (Status.FAILED, "more than 8 surfaces met at once")}

@@ -173,8 +173,8 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
     -------
     code : int
         ``status.SUCCESS`` (iterate ``k_end`` reached), ``status.RUNNING`` (``max_steps`` taken),
-        ``status.EVENT_BUFFER_FULL`` or ``status.NONFINITE`` (the next iterate would not be finite; ``P`` keeps
-        the last finite one).
+        ``status.EVENT_BUFFER_FULL`` or ``status.NONFINITE`` (the next iterate would not be finite: ``P`` keeps
+        the last finite one; or the loss of the recorded iterate ``k``, the last record, is ``+inf`` or NaN).
     k : int
         Index of the iterate now held in ``P``.
     n_records, n_flips : int
@@ -211,6 +211,8 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
                     out_states[n_rec, j, q] = P[j, q]
             out_loss[n_rec] = iterate_loss(y, loss_kind, c, leak, P, Z, G)
             n_rec += 1
+            if not out_loss[n_rec - 1] < math.inf:  # +inf or NaN: the loss overflowed at a finite iterate
+                return status.NONFINITE, k, n_rec, n_flip
             if n_rec == out_iter.shape[0] and k < k_end:
                 return status.RUNNING, k, n_rec, n_flip
         if n_flip >= max_flips and k < k_end:

@@ -31,6 +31,10 @@ Each step
 
 Progress guarantee: every step advances ``t`` by ``h > 0`` representable at ``t`` or ends the chunk with
 ``NO_PROGRESS``; the step and event budgets end the run otherwise.
+
+Overflow: a NaN or infinite Taylor coefficient, loss (``+inf``/NaN; ``ln L = -inf`` is an exact zero loss),
+step energy or state ends the chunk with ``NONFINITE`` before the step is counted, the state left at the step's
+(finite) start; so is a ``SUCCESS`` whose final loss is not finite.
 """
 
 import math
@@ -664,8 +668,20 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         else:
             out_loss[n_steps] = loss_from_outputs(F[0], y, loss_kind, c)
             out_energy[n_steps] = velocity_energy(C, K, h)
+        # a loss of +inf/NaN (ln L = -inf is an exact zero loss) or a non-finite energy ends the run at the
+        # step's start: P is still the last finite state and the step is not counted
+        if not (out_loss[n_steps] < math.inf and math.isfinite(out_energy[n_steps])):
+            code = status.NONFINITE
+            break
         horner_state(C, K, h, P)
         _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
+        if not math.isfinite(max_abs(P)):
+            # the step overflowed: go back to its (finite) starting state, uncounted
+            for j in range(m):
+                for q in range(w):
+                    P[j, q] = C[0, j, q]
+            code = status.NONFINITE
+            break
         n_steps += 1
         t = t_end if final else t + h
         if found:
@@ -692,13 +708,12 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 forced[samples[slot], neurons[slot]] = 0
             if code != status.RUNNING:
                 break
-        if not math.isfinite(max_abs(P)):
-            code = status.NONFINITE
-            break
     clock[0] = t
     out_t[n_steps] = t
     out_C[n_steps, 0] = P
     out_loss[n_steps] = loss_at(Xa, y, loss_kind, c, leak, P, Z1, S, log_clock)
+    if code == status.SUCCESS and not out_loss[n_steps] < math.inf:
+        code = status.NONFINITE
     return code, n_steps, n_ev
 
 

@@ -30,6 +30,24 @@ ZENO_MAX_CYCLE = 4
 ZENO_RATIO_TOL = 1e-6
 _EPS = 2.220446049250313e-16
 _ON_SURFACE = 64.0 * _EPS
+#: a step never lets a Taylor term ``|x^[p]| h^p`` exceed this times ``max(1, |x|)``, nor ``1e307`` (a polynomial
+#: solution has ``h = inf`` from the step-size rule; its root searches scale the coefficients by ``h^p``)
+_HUGE = 1e300
+_LARGEST_TERM = 1e307
+
+
+@jit
+def polynomial_step_cap(X, order, scale):
+    """Largest step ``h`` with ``max |X[p]| h^p <= min(1e300 max(1, scale), 1e307)`` for every order ``p >= 1``
+    (``scale = max |x|``): ``inf`` for a constant solution. Binds only on very long steps of a polynomial solution
+    (the step-size rule gives ``inf`` there), which would otherwise overflow into NaN."""
+    limit = min(_HUGE * max(1.0, scale), _LARGEST_TERM)
+    cap = math.inf
+    for p in range(1, order + 1):
+        size = np.max(np.abs(X[p]))
+        if size > 0.0:
+            cap = min(cap, (limit / size) ** (1.0 / p))
+    return cap
 
 
 @jit
@@ -268,11 +286,18 @@ def _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_
 
 @jit
 def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, order, max_steps, max_events,
-                  out_t, out_h, out_X, ev_t, ev_kind, ev_surface, ev_side, ev_mult):
-    """Integrate a piecewise-affine system from ``clock[0]`` to ``t_end`` (arguments as in the module doc).
+                  drop, snapped, z_times, z_surface, z_states, z_count_box, out_t, out_h, out_X, ev_t, ev_kind,
+                  ev_surface, ev_side, ev_mult):
+    """Integrate a piecewise-affine system from ``clock[0]`` to ``t_end`` (arguments as in the module doc), at most
+    ``max_steps`` steps and ``max_events`` events (the sizes of this call's output buffers; ``ev_*`` need
+    ``max_events + 4 K + 4`` entries).
 
-    ``x`` (state), ``sigma`` (signs, or equivalent controls on held surfaces), ``held`` and ``clock`` are updated
-    in place. Returns ``(status, n_steps, n_events)``.
+    ``x`` (state), ``sigma`` (signs, or equivalent controls on held surfaces), ``held``, ``clock`` and the
+    carried state of the event machinery (``drop``, ``snapped``: shape ``(K,)``, zeros at the start; the Zeno
+    detector's memory ``z_times``, ``z_surface``, ``z_states`` of :data:`ZENO_MEMORY` rows and its fill
+    ``z_count_box[0]``) are updated in place, so that calling again continues the very same trajectory. Returns
+    ``(status, n_steps, n_events)``: ``RUNNING`` or ``MAX_EVENTS`` when this call's budget ended it; ``NONFINITE``
+    with ``x`` the last finite state.
     """
     K = A.shape[0]
     n_state = len(x)
@@ -281,21 +306,16 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
     G = np.zeros((K, order + 1))
     work = np.empty((6, max(order + 1, STACK)))
     poly = np.empty(order + 1)
-    drop = np.zeros(K, np.int64)
     surface = np.zeros(K, np.bool_)
     forced = np.zeros(K, np.int64)
     new_sigma = np.empty(K)
     new_held = np.empty(K, np.bool_)
     kind = np.empty(K, np.int64)
-    z_times = np.zeros(ZENO_MEMORY)
-    z_surface = np.zeros(ZENO_MEMORY, np.int64)
-    z_states = np.zeros((ZENO_MEMORY, n_state))
-    z_count = 0
+    z_count = z_count_box[0]
     t = clock[0]
     n_steps = 0
     n_ev = 0
     code = status.RUNNING
-    snapped = np.zeros(K, np.bool_)
     while True:
         if t >= t_end:
             code = status.SUCCESS
@@ -335,7 +355,7 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
         if not (math.isfinite(top) and math.isfinite(below)):
             code = status.NONFINITE
             break
-        h = taylor_step(scale, below, top, order)
+        h = min(taylor_step(scale, below, top, order), polynomial_step_cap(X, order, scale))
         final = h >= t_end - t
         if final:
             h = t_end - t
@@ -377,6 +397,11 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
                 N[a] = normals[held_idx[a]]
                 off[a] = np.dot(N[a], x) + offsets[held_idx[a]]
             x -= np.linalg.pinv(N, RCOND) @ off
+        if not math.isfinite(np.max(np.abs(x))):
+            for r in range(n_state):
+                x[r] = X[0, r]
+            code = status.NONFINITE
+            break
         n_steps += 1
         t = t_end if final else t + h
         if not found:
@@ -462,4 +487,5 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
                                 q += 1
                         x -= np.linalg.pinv(N, RCOND) @ off
     clock[0] = t
+    z_count_box[0] = z_count
     return code, n_steps, n_ev

@@ -131,6 +131,9 @@ def earliest_root(g, order, bound, drop, work):
     tmp = work[3]
     first = drop
     deg = order - first
+    # vanishing top coefficients first: scaled by bound^k they would give 0 * inf = NaN on a long interval
+    while deg > 0 and g[deg + first] == 0.0:
+        deg -= 1
     scale = 1.0
     for k in range(deg + 1):
         r[k] = g[k + first] * scale

@@ -475,7 +475,13 @@ def log_loss_from_outputs(f, y, loss_kind, c):
         else:
             q = y[i] * f[i]
             # ln ln(1 + e^-q): for large q, ln(1 + u) = u (1 - u/2 + ...) with u = e^-q
-            terms[i] = -q + math.log1p(-0.5 * math.exp(-q)) if q > 30.0 else math.log(math.log1p(math.exp(-q)))
+            # and for q < -709 (e^-q overflows), ln(1 + e^-q) = -q + ln(1 + e^q)
+            if q > 30.0:
+                terms[i] = -q + math.log1p(-0.5 * math.exp(-q))
+            elif q < -709.0:
+                terms[i] = math.log(-q + math.log1p(math.exp(q)))
+            else:
+                terms[i] = math.log(math.log1p(math.exp(-q)))
         top = max(top, terms[i])
     if top == -math.inf:
         return -math.inf
@@ -613,10 +619,14 @@ def velocity_energy_log(C, order, h, s0, nodes, weights):
 
 @jit
 def max_abs(A):
-    """``max |A|`` over a 2-D array."""
+    """``max |A|`` over a 2-D array; NaN when ``A`` holds a NaN (so that an ``isfinite`` guard on it fires:
+    ``abs(nan) > best`` is false, a plain running maximum would skip it)."""
     best = 0.0
     for x in A.ravel():
-        if abs(x) > best:
-            best = abs(x)
+        a = abs(x)
+        if a > best:
+            best = a
+        elif a != a:
+            return math.nan
     return best
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 from mpmath import mp, mpf
 
+from flowlib.running import StepInterrupted
+
 RUNNING = "running"  #: the call's step budget was used up
 SUCCESS = "success"  #: the last iterate was reached
 FLIPS_FULL = "flips_full"  #: at least ``max_flips`` flips were logged in this call
+INTERRUPTED = "interrupted"  #: Ctrl-C arrived inside an iterate (discarded)
+NONFINITE = "nonfinite"  #: the next iterate or its loss is not finite (not taken)
 
 LOSSES = ("exp", "logistic", "square")
 
@@ -148,13 +152,18 @@ class MPDescent:
         self.Z = self._preactivations()
 
     # ----- driving ------------------------------------------------------------------------------------------
-    def advance(self, max_steps: int, max_flips: int):
+    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None):
         """Take up to ``max_steps`` steps (never past the last iterate).
+
+        ``interrupt`` is the flag of :func:`flowlib.running.sigint_flag`: when given, each iterate runs with it
+        armed, and Ctrl-C inside an iterate discards that iterate and ends the call with :data:`INTERRUPTED`.
 
         Returns
         -------
         code : str
-            :data:`SUCCESS`, :data:`RUNNING` or :data:`FLIPS_FULL` (checked after each whole iterate).
+            :data:`SUCCESS`, :data:`RUNNING`, :data:`FLIPS_FULL` (checked after each whole iterate),
+            :data:`INTERRUPTED` or :data:`NONFINITE` (the next iterate, or its loss, is not finite: the current
+            iterate is kept).
         records : list of (int, list of list of mpf, mpf)
             ``(k, state, loss)`` of the iterates recorded during this call (copies).
         flips : list of (int, int, int, int)
@@ -164,16 +173,48 @@ class MPDescent:
         stop = min(self.steps, self.k + max_steps)
         with mp.workdps(self.dps):
             while self.k < stop:
-                self._step()
-                self.k += 1
-                for i, row in enumerate(self.Z):
-                    for j, z in enumerate(row):
-                        up = z > 0
-                        if up != self.active[i][j]:
-                            self.active[i][j] = up
-                            flips.append((self.k, j, i, 1 if up else -1))
-                if self.k % self.record_every == 0 or self.k == self.steps:
-                    records.append((self.k, [list(p) for p in self.P], self.loss()))
+                saved = self._snapshot(len(records), len(flips))
+                try:
+                    if interrupt is not None:
+                        interrupt["raise"] = True
+                    finite = self._iterate(records, flips)
+                    if interrupt is not None:
+                        interrupt["raise"] = False
+                except StepInterrupted:
+                    interrupt["raise"] = False
+                    self._restore(saved, records, flips)
+                    return INTERRUPTED, records, flips
+                if not finite:
+                    self._restore(saved, records, flips)
+                    return NONFINITE, records, flips
                 if len(flips) >= max_flips and self.k < self.steps:
                     return FLIPS_FULL, records, flips
         return (SUCCESS if self.k == self.steps else RUNNING), records, flips
+
+    def _iterate(self, records: list, flips: list) -> bool:
+        """One iterate with its flips and record; False when the iterate or its recorded loss is not finite."""
+        self._step()
+        if not all(mp.isfinite(v) for p in self.P for v in p):
+            return False
+        self.k += 1
+        for i, row in enumerate(self.Z):
+            for j, z in enumerate(row):
+                up = z > 0
+                if up != self.active[i][j]:
+                    self.active[i][j] = up
+                    flips.append((self.k, j, i, 1 if up else -1))
+        if self.k % self.record_every == 0 or self.k == self.steps:
+            loss = self.loss()
+            records.append((self.k, [list(p) for p in self.P], loss))
+            if not loss < mp.inf:
+                return False
+        return True
+
+    def _snapshot(self, n_records: int, n_flips: int) -> tuple:
+        return [list(p) for p in self.P], self.Z, [list(row) for row in self.active], self.k, n_records, n_flips
+
+    def _restore(self, saved: tuple, records: list, flips: list) -> None:
+        """Back to the iterate of :meth:`_snapshot` (an iterate interrupted, or not finite, is discarded)."""
+        self.P, self.Z, self.active, self.k, n_records, n_flips = saved
+        del records[n_records:]
+        del flips[n_flips:]

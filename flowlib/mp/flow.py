@@ -24,7 +24,7 @@ from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.roots import earliest_root, excluded
 from flowlib.mp.series import MPData, horner, loss_value, preactivations, residual_weights, slopes, \
     taylor_coefficients, state_at, velocity_energy, velocity_energy_log
-from flowlib.running import progress_bar, sigint_flag
+from flowlib.running import StepInterrupted, progress_bar, sigint_flag
 
 FREE, HELD, VOID = 0, 1, 2
 DROP_NONE, DROP_CROSSED, DROP_RELEASED = 0, 1, 2
@@ -106,6 +106,17 @@ class _Integrator:
                     dependent[-1] = linalg.norm(residual) <= self.stay * linalg.norm(normal)
             per_neuron.append(entry)
         return per_neuron, slots, dependent
+
+    def snapshot(self) -> tuple:
+        """What a step changes (state, time, pattern, modes, event count), for :meth:`restore`."""
+        return ([list(row) for row in self.P], self.t, [list(row) for row in self.active],
+                [list(row) for row in self.mode], [list(row) for row in self.drop], len(self.events))
+
+    def restore(self, saved: tuple) -> None:
+        """Undo an unfinished step (Ctrl-C inside it): back to the :meth:`snapshot` taken before it."""
+        P, self.t, self.active, self.mode, self.drop, n_events = saved
+        self.P = P
+        del self.events[n_events:]
 
     def log(self, kind, j, i, side, mult):
         self.events.append((self.t, kind, j, i, side, mult))
@@ -210,10 +221,10 @@ class _Integrator:
         lmax = K - 1 if data.train_outer else 0
         phi = [[mp.fsum(C[l][j][da] * G[k - l][i] for l in range(min(k, lmax) + 1)) for k in range(K)]
                for i, j in slots]
-        top = max(abs(x) for row in C[K] for x in row)
-        below = max(abs(x) for row in C[K - 1] for x in row)
+        top = _max_abs(C[K])
+        below = _max_abs(C[K - 1])
         if not (mp.isfinite(top) and mp.isfinite(below)):
-            raise _Stop(FAILED, "the state or its Taylor coefficients became non-finite")
+            raise _Stop(FAILED, "the Taylor coefficients of the step became non-finite")
         size = max(abs(x) for row in C[0] for x in row) or mpf(1)
         h = _taylor_step(size, below, top, K)
         remaining = t_end - self.t
@@ -260,7 +271,12 @@ class _Integrator:
             record = (self.t, h, C, mp.log(loss_value(data, self.P, self.S)), velocity_energy_log(C, h, self.t))
         else:
             record = (self.t, h, C, loss_value(data, self.P, self.S), velocity_energy(C, h))
-        self.P = state_at(C, h)
+        if not (record[3] < mp.inf and mp.isfinite(record[4])):  # ln L = -inf is an exact zero loss
+            raise _Stop(FAILED, "the loss or the step's energy became non-finite")
+        state = state_at(C, h)
+        if not mp.isfinite(_max_abs(state)):
+            raise _Stop(FAILED, "the state became non-finite")
+        self.P = state
         self._project(per_neuron)
         self.t = t_end if final else self.t + h
         reach = h * (1 + 64 * self.eps)
@@ -291,6 +307,18 @@ class _Integrator:
             coefs = [mp.fdot(row, self.P[j][:da]) for _, _, row in entry]
             for (_, i, _), c in zip(entry, coefs):
                 self.P[j][:da] = [p - c * x for p, x in zip(self.P[j][:da], self.data.normals[i])]
+
+
+def _max_abs(rows):
+    """``max |x|`` over a list of rows; NaN when one is NaN (the built-in ``max`` would skip it: ``nan > x`` is
+    false)."""
+    best = mpf(0)
+    for row in rows:
+        for x in row:
+            if mp.isnan(x):
+                return mp.nan
+            best = max(best, abs(x))
+    return best
 
 
 class _Stop(Exception):
@@ -347,9 +375,19 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
                     if interrupted["set"] or (callback and callback(float(engine.t), steps, len(engine.events))):
                         run.outcome, run.message = INTERRUPTED, f"interrupted at t = {engine.t}"
                         break
+                    saved = engine.snapshot()
                     try:
+                        interrupted["raise"] = True
                         what, payload = _one_instant(engine, t_end, data.n * len(P) + 1)
+                        interrupted["raise"] = False
+                    except StepInterrupted:
+                        interrupted["raise"] = False
+                        engine.restore(saved)
+                        run.outcome, run.message = INTERRUPTED, f"interrupted at t = {engine.t} (the step under " \
+                                                                "way was discarded)"
+                        break
                     except _Stop as stop:
+                        interrupted["raise"] = False
                         run.outcome, run.message = stop.outcome, f"{stop.message} (t = {engine.t})"
                         break
                     t0, h, C, loss0, energy = payload
