@@ -1,7 +1,7 @@
 """flowlib: the exact gradient flow of two-layer (leaky-)ReLU networks.
 
 The flow ``theta' = -grad L(theta)`` is integrated cell by cell (fixed activation pattern) with an adaptive Taylor
-method, and every activation event is located to machine precision; see ``DESIGN.md`` and the README.
+method, and every activation event is located to machine precision; see ``docs/design.md`` and the README.
 """
 
 __version__ = "0.1.0"
@@ -10,8 +10,8 @@ __version__ = "0.1.0"
 def _mount_source(name: str, folder: str):
     """In a source checkout the kernels and the validation claims live in the top-level ``kernels/`` and
     ``validation/`` folders, which an installed flowlib has as ``flowlib/kernels`` and ``flowlib/validation``
-    (DESIGN.md §2; a top-level package named ``kernels`` would collide on PyPI). Mount such a folder as
-    ``flowlib.<name>`` when flowlib is imported from the checkout itself."""
+    (docs/design.md, Code layout; a top-level package named ``kernels`` would collide on PyPI). Mount such a
+    folder as ``flowlib.<name>`` when flowlib is imported from the checkout itself."""
     import importlib.util
     import os
     import sys
@@ -31,7 +31,8 @@ _mount_source("kernels", "kernels")
 _mount_source("validation", "validation")
 
 from flowlib.problem import Params, Problem  # noqa: E402
-from flowlib.result import DescentResult, Event, Flip, FlipLog, FlowResult, Status, load  # noqa: E402
+from flowlib.result import DescentResult, Event, Flip, FlipLog, FlowResult, Status  # noqa: E402
+from flowlib.loading import load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
 from flowlib.descent import gradient_descent  # noqa: E402
 from flowlib.compare import compare, convergence_study  # noqa: E402

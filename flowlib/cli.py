@@ -7,15 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 
 def _demo(args) -> int:
     import flowlib as fl
     from flowlib import examples, plots
+    from flowlib.pipeline import make_folder
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(args.out, "--out")
     print("compiling / loading kernels ...", flush=True)
     compile_s = fl.warmup()
     print(f"kernels ready in {compile_s:.2f} s (compilation is cached on disk after the first run)")
@@ -68,11 +67,19 @@ def _run(args) -> int:
     return pipeline.execute(cfg, progress=progress)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's error format: one line ``<prog>: error: <message>`` on stderr and exit status 2 (no
+    usage block; ``--help`` shows it)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``flowlib`` argument parser."""
     from flowlib.examples import EXAMPLES
 
-    parser = argparse.ArgumentParser(prog="flowlib", description="Exact gradient flow of two-layer ReLU networks.")
+    parser = _Parser(prog="flowlib", description="Exact gradient flow of two-layer ReLU networks.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="integrate a shipped example, print its event table and write a plot")
     demo.add_argument("--example", choices=sorted(EXAMPLES), default="os-logistic")
@@ -113,6 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except ValueError as exc:  # bad input: the message names the argument or key
-        print(f"flowlib {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:  # bad input (the message names the argument or key), or the OS refused
+        print(f"flowlib {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

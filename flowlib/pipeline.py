@@ -20,8 +20,14 @@ INTERRUPTED = 130
 
 
 def execute(config: RunConfig, *, progress: bool = False, log=print) -> int:
-    """Run ``config``; return the exit status (0 done, 1 a run failed, :data:`INTERRUPTED`)."""
-    config.out.mkdir(parents=True, exist_ok=True)
+    """Run ``config``; return the exit status (0 done, 1 a run failed, :data:`INTERRUPTED`).
+
+    Raises
+    ------
+    ValueError
+        Naming the output folder when it cannot be created or written.
+    """
+    make_folder(config.out, "output folder")
     log(f"{config.title}" + (f" ({config.reference})" if config.reference else ""))
     p = config.problem
     log(f"problem: n = {p.n}, d = {p.d}, m = {config.inits.shape[1]}, loss {p.loss} ({p.reduction}), "
@@ -50,7 +56,6 @@ def _ensembles(config: RunConfig, progress: bool, log) -> tuple[list, int]:
     for method, options in (("flow", config.flow), ("gd", config.gd)):
         if options is None:
             continue
-        options = {k: v for k, v in options.items() if k not in ("dps", "record_every", "max_flips", "dense_output")}
         ens = fl.ensemble(config.problem, config.inits, method, until=until, out=config.out / f"{method}-ensemble",
                           progress=progress, **options)
         log(ens.summary())
@@ -122,6 +127,28 @@ def _single_plots(config: RunConfig, flow, gd, log) -> list:
             log(comparison.table())
             written.append(_save(plots.gd_vs_flow(comparison), out / "gd_vs_flow.png"))
     return written
+
+
+def make_folder(target, name: str) -> Path:
+    """Create the folder ``target`` (with its parents) and return it as a path.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` (e.g. ``--out``) and ``target`` when it is a file, lies below one, or cannot be created or
+        written.
+    """
+    from flowlib.config import check_folder
+
+    target = Path(target)
+    try:
+        check_folder(target)
+        target.mkdir(parents=True, exist_ok=True)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot create the folder {str(target)!r} ({exc.strerror})") from None
+    return target
 
 
 def _save(fig, path: Path) -> Path:

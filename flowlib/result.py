@@ -9,6 +9,11 @@ import contextlib
 import enum
 import json
 import operator
+import re
+import struct
+import tokenize
+import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,13 +365,15 @@ class FlowResult(_PackedViews):
         """``max_t max_j |Delta_j(t) - Delta_j(0)| / max_t max_j (a_j^2 + |w_j|^2 + b_j^2)``.
 
         Exactly 0 along the flow when ``a`` is trained (DESIGN.md §1), whatever ``sigma'(0)``; NaN when ``a``
-        is fixed (the quantity is not conserved then).
+        is fixed (the quantity is not conserved then) or a state is not finite.
         """
         if not self.problem.train_outer:
             return float("nan")
         with self._precision():
             bal = self.balancedness
             norm = np.max(np.sum(self.states**2, axis=2))
+            if not _finite(norm):
+                return float("nan")
             return float(np.max(np.abs(bal - bal[0])) / norm) if norm > 0 else 0.0
 
     @property
@@ -379,6 +386,8 @@ class FlowResult(_PackedViews):
             return 0.0
         with self._precision():
             dissipated = np.sum(self.energy)
+            if not all(_finite(v) for v in (dissipated, self.loss[0], self.loss[-1])):
+                return float("nan")  # not a residual of 0 hidden by a NaN comparison
             scale = max(self.loss[0], dissipated)
             return float(abs(self.loss[0] - self.loss[-1] - dissipated) / scale) if scale > 0 else 0.0
 
@@ -402,9 +411,9 @@ class FlowResult(_PackedViews):
                  f"t = {float(self.t[0]):g} -> {self.t_final:.16g} in {self.n_steps} Taylor steps (order {self.order}, "
                  f"rtol {self.rtol:g}, {precision}), {self.n_events} events, {self.wall_s * 1e3:.2f} ms",
                  f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}",
-                 f"energy-identity residual {self.energy_residual:.2e}"]
+                 f"energy-identity residual {_diagnostic(self.energy_residual, 'a loss or energy')}"]
         if self.problem.train_outer:
-            lines.append(f"balancedness drift {self.balancedness_drift:.2e}")
+            lines.append(f"balancedness drift {_diagnostic(self.balancedness_drift, 'a state')}")
         return "\n".join(lines)
 
     # ----- persistence --------------------------------------------------------------------------------------
@@ -418,7 +427,7 @@ class FlowResult(_PackedViews):
         if path.suffix != ".npz":
             path = path.with_suffix(".npz")
         ev = self.events
-        meta = {"schema": 1, "flowlib": __version__, "kind": "FlowResult", "problem": self.problem.to_dict(),
+        meta = {"schema": SAVE_SCHEMA, "flowlib": __version__, "kind": "FlowResult", "problem": self.problem.to_dict(),
                 "status": self.status.value, "message": self.message, "order": self.order, "rtol": self.rtol,
                 "wall_s": self.wall_s, "options": self.options, "event_kinds": [e.kind for e in ev],
                 "dense": self.coefficients is not None, "dps": self.dps, "clock": self.clock}
@@ -441,10 +450,27 @@ class FlowResult(_PackedViews):
         return path
 
 
+def _finite(value) -> bool:
+    """``value`` (float64 or mpf: beyond float64's range is still finite) is finite."""
+    if type(value).__name__ == "mpf":
+        return bool(_mp().isfinite(value))
+    return bool(np.isfinite(value))
+
+
+def _diagnostic(value: float, what: str) -> str:
+    """A diagnostic for :meth:`FlowResult.summary`: its value, or why there is none (never a number computed
+    from a NaN)."""
+    return f"{value:.2e}" if np.isfinite(value) else f"not available ({what} is not finite)"
+
+
 def _mp():
     from mpmath import mp
 
     return mp
+
+
+#: Layout of the saved files this flowlib writes (the ``schema`` field of their metadata); newer ones are refused.
+SAVE_SCHEMA = 1
 
 
 def numbers_to_text(values, dps: int) -> np.ndarray:
@@ -468,51 +494,6 @@ def numbers_from_text(values, dps: int) -> np.ndarray:
     out = np.empty(len(flat), dtype=object)
     out[:] = flat
     return out.reshape(np.shape(values))
-
-
-def load(path):
-    """Read a result written by :meth:`FlowResult.save`, :meth:`DescentResult.save` or
-    :meth:`EnsembleResult.save`, or the ``out`` folder of :func:`flowlib.ensemble` (unfinished chunks pending).
-
-    The ``kind`` field of the saved metadata says which.
-
-    Raises
-    ------
-    ValueError
-        If ``path`` is not a flowlib result file.
-    """
-    if Path(path).is_dir():
-        from flowlib.ensemble_result import load_store
-
-        return load_store(path)
-    with np.load(Path(path), allow_pickle=False) as data:
-        if "meta" not in data:
-            raise ValueError(f"path {path!s} is not a flowlib result (no metadata)")
-        meta = json.loads(str(data["meta"]))
-        if meta.get("kind") == "DescentResult":
-            return _load_descent(data, meta)
-        if meta.get("kind") == "EnsembleResult":
-            from flowlib.ensemble_result import load_ensemble
-
-            return load_ensemble(data, meta)
-        if meta.get("kind") != "FlowResult":
-            raise ValueError(f"path {path!s} holds a {meta.get('kind')!r}, not a FlowResult or DescentResult")
-        dps = meta.get("dps")
-        names = ["t", "states", "loss", "energy", "t_eval", "states_eval", "event_t", "event_multiplier"]
-        names += ["coefficients"] if meta["dense"] else []
-        names += [name for name in ("s", "log_loss") if name in data]
-        numbers = {name: numbers_from_text(data[name], dps) if dps else data[name] for name in names}
-        convert = (lambda v: v) if dps else float
-        events = tuple(Event(convert(t), kind, int(j), int(i), int(s), convert(mu)) for t, kind, j, i, s, mu in
-                       zip(numbers["event_t"], meta["event_kinds"], data["event_neuron"], data["event_sample"],
-                           data["event_side"], numbers["event_multiplier"]))
-        return FlowResult(problem=Problem(**meta["problem"]), t=numbers["t"], states=numbers["states"],
-                          loss=numbers["loss"], energy=numbers["energy"], events=events,
-                          status=Status(meta["status"]), message=meta["message"],
-                          coefficients=numbers.get("coefficients"), t_eval=numbers["t_eval"],
-                          states_eval=numbers["states_eval"], order=meta["order"], rtol=meta["rtol"],
-                          wall_s=meta["wall_s"], options=meta["options"], dps=dps, clock=meta.get("clock", "t"),
-                          s=numbers.get("s"), log_loss=numbers.get("log_loss"))
 
 
 @dataclass(frozen=True)
@@ -725,7 +706,7 @@ class DescentResult(_PackedViews):
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(".npz")
-        meta = {"schema": 1, "flowlib": __version__, "numpy": np.__version__, "kind": "DescentResult",
+        meta = {"schema": SAVE_SCHEMA, "flowlib": __version__, "numpy": np.__version__, "kind": "DescentResult",
                 "problem": self.problem.to_dict(), "lr": self.lr, "steps": self.steps, "status": self.status.value,
                 "message": self.message, "dps": self.dps, "selection": self.selection, "wall_s": self.wall_s,
                 "options": self.options}
@@ -741,14 +722,3 @@ class DescentResult(_PackedViews):
                             flip_neuron=fl.neuron, flip_sample=fl.sample, flip_side=fl.side,
                             meta=np.array(json.dumps(meta)))
         return path
-
-
-def _load_descent(data, meta) -> DescentResult:
-    states, loss = data["states"], data["loss"]
-    if meta["dps"] is not None:
-        states, loss = numbers_from_text(states, meta["dps"]), numbers_from_text(loss, meta["dps"])
-    flips = FlipLog(data["flip_k"], data["flip_neuron"], data["flip_sample"], data["flip_side"])
-    return DescentResult(problem=Problem(**meta["problem"]), lr=meta["lr"], steps=meta["steps"],
-                         iterations=data["iterations"], states=states, loss=loss, flips=flips,
-                         status=Status(meta["status"]), message=meta["message"], dps=meta["dps"],
-                         selection=meta["selection"], wall_s=meta["wall_s"], options=meta["options"])
