@@ -22,8 +22,11 @@ T_END = 10.0
 
 
 def transversal_case():
-    """Orthogonally separable data (n = 8, d = 3), logistic loss (sum), m = 6, balanced init at scale 1e-2."""
-    return examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
+    """Orthogonally separable data (n = 8, d = 3), logistic loss (sum), m = 6, balanced init at scale 1e-2 (the
+    stored reference's exact inputs, :func:`flowlib.peers.stored.pinned`)."""
+    from flowlib.peers import stored
+
+    return stored.pinned("b1-os", *examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11), T_END)
 
 
 def _peer_kwargs(prob):

@@ -1,22 +1,22 @@
-"""flowlib against its peers: SciPy ``solve_ivp``, heyoka.py and tiny-step gradient descent (issue 7).
+"""flowlib against its peers: SciPy ``solve_ivp``, heyoka.py and tiny-step gradient descent.
 
-The benchmark designs B0-B7 of ``notes/integrators.md`` §5 (except B5, width scaling: ``benchmarks/scaling.py``),
+The benchmark designs B0-B7 of BENCHMARKS.md (except B5, width scaling: ``benchmarks/scaling.py``),
 each on a problem with an exact answer:
 
 ========  ==============================================================================  ====================
 case      problem                                                                         reference
 ========  ==============================================================================  ====================
-B0-e1p1   E1 phase 1, t = 1.5 (one activation pattern; §3 E1)                             closed form
+B0-e1p1   E1 phase 1, t = 1.5 (one activation pattern)                                    closed form
 B0-seed0  seed 000's network from (2, 3, -2, 3.1), t = 100 (smooth before its kinks)      closed form
 B1-one    one leaky-ReLU crossing at ln 1.5, t = 5                                        closed form
 B1-two    two crossings 2.5e-10 apart inside one natural step (``two_crossings``), t = 2  closed form
 B1-os     orthogonally separable, n = 8, d = 3, m = 6, logistic, 9 crossings, t = 10     mpmath oracle
 B1-wide   the same family, n = 16, d = 4, m = 12, 85 crossings, t = 10                    mpmath oracle
 B1-wider  the same family, n = 32, d = 6, m = 24, 379 crossings, t = 10 (full run only)    mpmath oracle
-B2-e1     E1: slides from t* = 1.5593 (§3 E1), t = 10                                     closed form
-B2-v10    V10 (note 003): m = 400 (quick 40) neurons slide on two rays, t = 6            mpmath flow
-B3-twist  twisting oscillator, Zeno at t_acc = 4.46142028660164 (§3 E3), t = 10          closed form
-B4-e4-m*  E4: seed 003's three points, m = 5, 50, 200 (quick 5, 50), t = 20 (§3 E4)     mpmath flow
+B2-e1     E1: slides from t* = 1.5593, t = 10                                             closed form
+B2-v10    V10: m = 400 (quick 40) neurons slide on two rays, t = 6                       mpmath flow
+B3-twist  twisting oscillator (E3), Zeno at t_acc = 4.46142028660164, t = 10             closed form
+B4-e4-m*  E4: seed 003's three points, m = 5, 50, 200 (quick 5, 50), t = 20             mpmath flow
 B6-e1     GD at lr 1e-1 ... 1e-5, float64 and mpmath (30 digits), against the flow (E1)  closed form
 B6-os     tiny-step GD reaching 1e-6 at t = 100 (os_logistic)                           mpmath oracle
 B7-osc    nosnoc's oscillator (switching on a circle), t = pi/2                          closed form
@@ -27,7 +27,7 @@ Every method runs on every case it applies to: flowlib (``gradient_flow``, or ``
 SciPy DOP853 with event restarts and with the naive RHS, heyoka.py naive and with masks + terminal events (when
 installed), and tiny-step GD at the step its final state needs for a relative error of 1e-6. Each run has a budget
 (3e5 RHS evaluations or 60 s; quick mode 3e4 or 10 s) and gets a label from the failure taxonomy of
-``notes/integrators.md`` §5, computed against the reference:
+BENCHMARKS.md, computed against the reference:
 
 ``OK``            reached ``t_end`` with relative state error ``<= 1e-3``;
 ``SILENT-WRONG``  reached ``t_end`` (success status) with a larger error;
@@ -67,11 +67,11 @@ __all__ = ["CASES", "LABELS", "Case", "Outcome", "Reference", "Row", "Settings",
            "label", "main", "measure", "run_cases", "select_cases", "settings"]
 
 LABELS = ("OK", "SILENT-WRONG", "STALL", "LIVELOCK", "ABORT")
-#: relative state error above which a run that reached t_end is SILENT-WRONG (notes §5)
+#: relative state error above which a run that reached t_end is SILENT-WRONG
 WRONG = 1e-3
-#: consecutive events at one instant that make a LIVELOCK (notes §5)
+#: consecutive events at one instant that make a LIVELOCK
 LIVELOCK_EVENTS = 100
-#: relative accuracy tiny-step GD is asked to reach (issue 7's acceptance)
+#: relative accuracy tiny-step GD is asked to reach (the benchmarks' acceptance target)
 GD_TARGET = 1e-6
 FLOWLIB = "flowlib"
 SCIPY_RESTART = "scipy DOP853 restart"
@@ -94,9 +94,9 @@ class Settings:
     quick : bool
         Smaller problems and budgets (CI smoke, ``--quick``).
     max_nfev : int
-        RHS evaluations per peer run (notes §5: 3e5).
+        RHS evaluations per peer run (full: 3e5).
     max_seconds : float
-        Wall-clock seconds per peer run and per GD step search (notes §5: 60 s).
+        Wall-clock seconds per peer run and per GD step search (full: 60 s).
     repeat_s : float
         Time spent on timed repeats of one method (after the warm-up run).
     max_repeats : int
@@ -113,7 +113,7 @@ class Settings:
 
 
 def settings(quick: bool, heyoka: bool | None = None) -> Settings:
-    """The full (``notes`` §5 budgets) or quick settings; ``heyoka=None`` runs heyoka when it is installed."""
+    """The full (BENCHMARKS.md budgets) or quick settings; ``heyoka=None`` runs heyoka when it is installed."""
     use_heyoka = heyoka_peer.available() if heyoka is None else heyoka
     if quick:
         return Settings(True, 30_000, 10.0, 0.2, 200, use_heyoka)
@@ -262,7 +262,7 @@ class Row:
 # =================================================================================================================
 
 def livelocked(times, count: int = LIVELOCK_EVENTS) -> bool:
-    """``count`` consecutive event times within ``1e-9 max(1, |t|)`` of each other (notes §5: LIVELOCK)."""
+    """``count`` consecutive event times within ``1e-9 max(1, |t|)`` of each other (the LIVELOCK label)."""
     times = np.asarray(times, dtype=np.float64)
     if len(times) < count:
         return False
@@ -279,7 +279,7 @@ def state_error(outcome: Outcome, ref: Reference) -> float:
 
 
 def label(outcome: Outcome, ref: Reference, t_end: float) -> str:
-    """The failure-taxonomy label of a run (``notes/integrators.md`` §5), computed against the reference."""
+    """The failure-taxonomy label of a run (BENCHMARKS.md), computed against the reference."""
     if outcome.status.startswith("failed") or not np.all(np.isfinite(np.asarray(outcome.final, float))):
         return "ABORT"
     if outcome.status == "livelock" or livelocked([e[0] for e in outcome.events]):
@@ -543,7 +543,7 @@ def switched_methods(flowlib_prepare, system, x0, t_end) -> dict:
 # =================================================================================================================
 
 def e1_problem():
-    """E1 (``notes/integrators.md`` §3): one ReLU neuron, ``a = 1`` frozen, ``L = 1/4 sum (relu - y)^2``."""
+    """E1 (BENCHMARKS.md): one ReLU neuron, ``a = 1`` frozen, ``L = 1/4 sum (relu - y)^2``."""
     prob = fl.Problem(X=exact.E1_X, y=exact.E1_Y, loss="square", reduction="mean", bias=False)
     return prob, fl.Params(W=[exact.E1_W0], b=None, a=[1.0])
 
@@ -556,11 +556,11 @@ def e1_reference(t_end: float) -> Reference:
 
 
 def seed000_reference(theta0, t_end: float) -> Reference:
-    """Seed 000's closed form (note 000 §1.8); the kinks ``v1 = 0`` / ``u2 = 0`` are (neuron, sample) (0, 0) / (1, 1)."""
+    """Seed 000's closed form (u/v form); the kinks ``v1 = 0`` / ``u2 = 0`` are (neuron, sample) (0, 0) / (1, 1)."""
     (w1, b1, w2, b2), kinks = exact.seed000_exact(theta0, t_end)
     events = sorted((float(t), {"v": (0, 0), "u": (1, 1)}[k]) for k, t in kinks.items() if t <= t_end)
     return Reference([[float(w1), float(b1), 1.0], [float(w2), float(b2), -1.0]], events,
-                     "closed form (note 000 §1.8)")
+                     "closed form (u = w + b, v = w - b)")
 
 
 def one_crossing_problem():
@@ -610,13 +610,13 @@ V10_Y = (1.0, -1.0)
 
 
 def v10_problem(m: int):
-    """V10 (note 003 §6): ``x1 = (1, 0), y1 = 1; x2 = (0.5, 1), y2 = -1``, balanced, ``lambda = 1e-4``."""
+    """V10 (BENCHMARKS.md): ``x1 = (1, 0), y1 = 1; x2 = (0.5, 1), y2 = -1``, balanced, ``lambda = 1e-4``."""
     prob = fl.Problem(X=V10_X, y=V10_Y, loss="square", reduction="mean", bias=False, train_outer=True)
     return prob, examples.balanced_init(m, 2, 1e-4 / math.sqrt(m), seed=10)
 
 
 def twisting():
-    """Twisting oscillator ``x1' = x2, x2' = -2 sgn x1 - sgn x2`` (§3 E3) for flowlib and for the peers."""
+    """Twisting oscillator ``x1' = x2, x2' = -2 sgn x1 - sgn x2`` (E3) for flowlib and for the peers."""
     args = dict(A0=[[0.0, 1.0], [0.0, 0.0]], c0=[0.0, 0.0], A=np.zeros((2, 2, 2)), c=[[0.0, -2.0], [0.0, -1.0]],
                 normals=[[1.0, 0.0], [0.0, 1.0]])
     return fl.PiecewiseAffine(**args), scipy_peer.SwitchedSystem(**args)
@@ -698,9 +698,9 @@ def b1_cases(quick: bool) -> list[Case]:
     two wider ones (B0-seed0 and B6-os time it); the widest in the full run only)."""
     one, p_one = one_crossing_problem()
     two, p_two = examples.two_crossings()
-    os_prob, os_p0 = os_transversal()
-    wide, wide_p0 = os_wide()
-    wider, wider_p0 = os_wide(24)
+    os_prob, os_p0 = stored.pinned("b1-os", *os_transversal(), 10.0)
+    wide, wide_p0 = stored.pinned("b1-wide", *os_wide(), 10.0)
+    wider, wider_p0 = stored.pinned("b1-wider", *os_wide(24), 10.0)
     return [network_case("B1-one", "B1", "one leaky crossing at ln 1.5, t = 5", one, p_one, 5.0,
                          lambda: one_crossing_reference(5.0), gd=not quick),
             network_case("B1-two", "B1", "two crossings 2.5e-10 apart in one step, t = 2", two, p_two, 2.0,
@@ -720,7 +720,7 @@ def b2_cases(quick: bool) -> list[Case]:
     """B2: sliding (E1 closed form; V10 with many neurons)."""
     prob, p0 = e1_problem()
     m = 40 if quick else 400
-    v10, v0 = v10_problem(m)
+    v10, v0 = stored.pinned(f"b2-v10-m{m}", *v10_problem(m), 6.0)
     return [network_case("B2-e1", "B2", "E1 sliding from t* = 1.5593, t = 10", prob, p0, 10.0,
                          lambda: e1_reference(10.0), gd=not quick),
             network_case(f"B2-v10-m{m}", "B2", f"V10, m = {m}, slides on two rays, t = 6", v10, v0, 6.0,
@@ -741,7 +741,7 @@ def b4_cases(quick: bool) -> list[Case]:
     """B4: dead neurons on their last hyperplane (E4: seed 003's three points)."""
     cases = []
     for m in ((5, 50) if quick else (5, 50, 200)):
-        prob, p0 = examples.three_points(m, 1e-3, 0)
+        prob, p0 = stored.pinned(f"b4-e4-m{m}", *examples.three_points(m, 1e-3, 0), 20.0)
         cases.append(network_case(f"B4-e4-m{m}", "B4", f"E4 three points, m = {m}, t = 20", prob, p0, 20.0,
                                   lambda prob=prob, p0=p0, m=m: stored_reference(f"b4-e4-m{m}", prob, p0, 20.0,
                                                                                  "mp-flow"),
@@ -781,7 +781,7 @@ def b6_cases(quick: bool) -> list[Case]:
     lrs = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5]
     mp_lrs = [1e-1, 1e-2] if quick else [1e-1, 1e-2, 1e-3]
     e1_ref = lru_cache(maxsize=None)(lambda: e1_reference(10.0))
-    os_prob, os_p0 = examples.os_logistic()
+    os_prob, os_p0 = stored.pinned("b6-os-t100", *examples.os_logistic(), 100.0)
     os_ref = lru_cache(maxsize=None)(lambda: stored_reference("b6-os-t100", os_prob, os_p0, 100.0, "oracle"))
     return [Case("B6-e1", "B6", "E1: GD lr 1e-1..1e-5 (f64, mpmath 30 digits) vs the flow, t = 10", 10.0,
                  e1_ref, gd_lr_methods(prob, p0, 10.0, lrs, mp_lrs)),

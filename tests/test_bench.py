@@ -2,8 +2,10 @@
 
 import json
 
+import numpy as np
 import pytest
 
+import flowlib as fl
 from flowlib import bench
 from flowlib.peers import heyoka_peer
 
@@ -99,3 +101,28 @@ def test_heyoka_missing_message(monkeypatch):
         heyoka_peer.import_heyoka()
     assert not heyoka_peer.available()
     assert bench.settings(True).heyoka is False
+
+
+def test_stored_references_match_inputs_within_rounding_not_bits():
+    """A stored reference is found for inputs that differ from the stored ones in the last bits (as generated data
+    do across CPUs and BLAS builds), hands back the exact stored inputs, and is refused for a different problem."""
+    from flowlib.peers import stored
+
+    prob, p0 = bench.os_transversal()
+    ref = stored.load("b1-os", prob, p0, 10.0)
+    assert ref is not None
+    X = ref.problem.X * (1.0 + 4.0 * np.finfo(np.float64).eps)  # a few ulps off, as on another machine
+    nudged = fl.Problem(X, ref.problem.y, loss=prob.loss, reduction=prob.reduction, bias=prob.bias,
+                        train_outer=prob.train_outer)
+    again = stored.load("b1-os", nudged, p0, 10.0)
+    assert again is not None and np.array_equal(again.problem.X, ref.problem.X)
+    pinned_prob, pinned_p0 = stored.pinned("b1-os", nudged, p0, 10.0)
+    assert np.array_equal(pinned_prob.X, ref.problem.X) and np.array_equal(pinned_p0.packed(), ref.params0.packed())
+    moved = fl.Problem(ref.problem.X * (1.0 + 1e-9), ref.problem.y, loss=prob.loss, reduction=prob.reduction,
+                       bias=prob.bias, train_outer=prob.train_outer)
+    assert stored.load("b1-os", moved, p0, 10.0) is None
+    other_loss = fl.Problem(ref.problem.X, ref.problem.y, loss="exp", reduction=prob.reduction, bias=prob.bias,
+                            train_outer=prob.train_outer)
+    assert stored.load("b1-os", other_loss, p0, 10.0) is None
+    assert stored.load("b1-os", prob, p0, 11.0) is None
+    assert stored.pinned("b1-os", moved, p0, 10.0)[0] is moved
