@@ -1,10 +1,10 @@
-"""When float64 stops being enough: seed 000's decision boundary x*(t) at long times (issue 4, README).
+"""When float64 stops being enough: seed 000's decision boundary x*(t) at long times (README).
 
 Smorodinsky, Gimpleson & Safran's network (seed 000) from theta_0 = (2, 3, -2, 3.1) reaches both kinks and then
 ``b2 - b1`` vanishes like ``K / t`` while ``b1, b2 ~ ln(t) / 2``: the boundary ``x* = (b2 - b1) / (w1 - w2)`` is a
 difference of two nearly equal numbers, and float64 loses it around ``t = 1e14`` whatever the integrator. The
-same flow at 40 digits keeps it. Both are measured against the closed form (note 000 §1.8, the u/v solution
-used by ``tests/test_nonsmooth.py``). Run ``python -m benchmarks.float64_limit``.
+same flow at 40 digits keeps it. Both are measured against the closed form (the u/v solution of docs/design.md,
+Reference values, used by ``tests/test_nonsmooth.py``). Run ``python -m benchmarks.float64_limit``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ DPS = 40
 
 
 def exact_state(t):
-    """(w1, b1, w2, b2)(t) after both kinks (t > 198.23 for THETA0): u2 = v1 = 0 stick (note 000 §1.8)."""
+    """(w1, b1, w2, b2)(t) after both kinks (t > 198.23 for THETA0): u2 = v1 = 0 stick (the decoupled closed form)."""
     w1, b1, w2, b2 = (mp.mpf(v) for v in THETA0)
     u1, u2, v1, v2 = w1 + b1, w2 + b2, w1 - b1, w2 - b2
     t = mp.mpf(t)

@@ -1,7 +1,7 @@
-"""Cost of precision: float64 GD iterations per second, and mpmath GD and flow at 30 and 50 digits (issue 4).
+"""Cost of precision: float64 GD iterations per second, and mpmath GD and flow at 30 and 50 digits.
 
-Two problems from the papers: seed 000's two-neuron network (``examples.gd_rate_network(2, 3, -2, 3.1)``: exp loss,
-bias, fixed outer layer, n = 2, m = 2, d = 1) and seed 003's three points (``examples.three_points(50)``: square
+Two problems from the papers: Smorodinsky et al.'s 2-neuron net (``examples.gd_rate_network(2, 3, -2, 3.1)``: exp loss,
+bias, fixed outer layer, n = 2, m = 2, d = 1) and Boursier-Flammarion's 3 points (``examples.three_points(50)``: square
 loss, bias, trained outer layer, n = 3, m = 50, d = 1). The mpmath flow runs seed 000 to t = 1000 (through both
 kinks) and seed 003 to t = 0.5 (its first crossings). Run ``python -m benchmarks.precision`` for the table; the
 pytest-benchmark suite ``benchmarks/test_precision.py`` records the same runs in its JSON.

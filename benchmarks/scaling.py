@@ -1,4 +1,4 @@
-"""Scaling in width ``m`` and samples ``n`` (issue 7, B-scaling): the cost of one Taylor step of the exact flow
+"""Scaling in width ``m`` and samples ``n`` (benchmark B5): the cost of one Taylor step of the exact flow
 against the physical floor, one numpy gradient evaluation.
 
 Problem: Gaussian data ``X`` (n x d), labels ``sign(<teacher, x>)``, logistic loss (mean), bias, outer layer
@@ -19,7 +19,7 @@ threads as it starts with):
   switching polynomials (:func:`flowlib.kernels.driver.earliest_switching`, with its per-step set-up: the
   norms of the coefficients and the product ``z'(0) = Xa @ (w, b)'^T``); ``rest =
   step - taylor - screen``: everything else (surface check and classification at events, diagnostics, output);
-* ``ratio = step / (K + 1) / grad``: the cost of one step per Taylor order against one gradient (issue 7's
+* ``ratio = step / (K + 1) / grad``: the cost of one step per Taylor order against one gradient (the
   target: <= 2 at m = 2000, n = 1000, d = 100).
 
 ``python -m benchmarks.scaling [--quick] [--out DIR]`` prints the table and writes ``scaling.json`` and

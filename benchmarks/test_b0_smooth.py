@@ -1,6 +1,6 @@
-"""B0 (``notes/integrators.md`` §5): speed inside one activation pattern, against closed forms.
+"""B0 (BENCHMARKS.md): speed inside one activation pattern, against closed forms.
 
-E1's phase 1 (t = 1.5 < t*) and seed 000's network to t = 100 (before its kinks). Every method is right here;
+E1's phase 1 (t = 1.5 < t*) and Smorodinsky et al.'s network to t = 100 (before its kinks). Every method is right here;
 the suite records the cost of each (timings are recorded, never asserted).
 """
 

@@ -1,4 +1,4 @@
-"""B1 (``notes/integrators.md`` §5): transversal crossings, event accuracy and cost.
+"""B1 (BENCHMARKS.md): transversal crossings, event accuracy and cost.
 
 One leaky crossing (closed form), two crossings 2.5e-10 apart inside one natural step (closed form), nine
 crossings of a 24-parameter network and 85 of a 60-parameter one (independent 40-digit mpmath oracle). flowlib

@@ -1,4 +1,4 @@
-"""B2 (``notes/integrators.md`` §5): sliding on attracting hyperplanes.
+"""B2 (BENCHMARKS.md): sliding on attracting hyperplanes.
 
 E1 (closed form: slides from t* = 1.5593) and V10 with 40 neurons (quick size; 400 in the full benchmark;
 reference: flowlib's mpmath flow at 40 digits, stored). flowlib slides with the Filippov multiplier; the peers
@@ -11,7 +11,7 @@ from benchmarks.harness import check, run
 from flowlib import bench
 
 V10 = "B2-v10-m40"
-#: measured labels; the notes' plain restart loop goes on in the wrong mode after 3 events at t* (SILENT-WRONG),
+#: measured labels; a plain restart loop goes on in the wrong mode after 3 events at t* (SILENT-WRONG),
 #: this peer's re-fire guard turns that into a livelock at t*
 EXPECTED = {
     ("B2-e1", bench.SCIPY_RESTART): {"LIVELOCK", "SILENT-WRONG"},

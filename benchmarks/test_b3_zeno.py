@@ -1,4 +1,4 @@
-"""B3 (``notes/integrators.md`` §5, §3 E3): Zeno, the twisting oscillator x1' = x2, x2' = -2 sgn x1 - sgn x2.
+"""B3 (BENCHMARKS.md, E3): Zeno, the twisting oscillator x1' = x2, x2' = -2 sgn x1 - sgn x2.
 
 From (1, 0) the switches accumulate at t_acc = 2 sqrt 2 + (2/3) sqrt 6 = 4.46142028660164; x = 0 afterwards.
 flowlib detects the accumulation, logs a zeno event and continues from the limit; SciPy's restart loop livelocks

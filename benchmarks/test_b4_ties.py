@@ -1,9 +1,9 @@
-"""B4 (``notes/integrators.md`` §5, §3 E4): neurons that die exactly on their last hyperplane.
+"""B4 (BENCHMARKS.md, E4): neurons that die exactly on their last hyperplane.
 
-Seed 003's three points, balanced init at 1e-3, t = 20, m = 5 and 50 (quick sizes; 200 too in the full
+Boursier & Flammarion's 3 points, balanced init at 1e-3, t = 20, m = 5 and 50 (quick sizes; 200 too in the full
 benchmark); reference: flowlib's mpmath flow at 40 digits (stored). heyoka's masks+events peer livelocks when a
 dead neuron's event function is identically 0 (m = 50 here; with this draw of the m = 5 initialisation the dying
-neuron's pre-activation is not exactly 0 in double and heyoka is right, unlike the notes' draw).
+neuron's pre-activation is not exactly 0 in double and heyoka is right, unlike another random draw).
 """
 
 import pytest

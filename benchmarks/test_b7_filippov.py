@@ -1,4 +1,4 @@
-"""B7 (``notes/integrators.md`` §5): external Filippov cross-checks from nosnoc's examples.
+"""B7 (BENCHMARKS.md): external Filippov cross-checks from nosnoc's examples.
 
 nosnoc's oscillator (switching on the circle |x| = 1 at t = 1, exact solution ``X_SOL``; flowlib runs it in
 log-polar coordinates, where the circle is a line) and the relay feedback system of Piiroinen & Kuznetsov (2008,

@@ -1,7 +1,7 @@
-"""pytest-benchmark: seed 000's 10,000-initialisation He experiment through ``flowlib.ensemble`` (issue 8), GD and
-the flow. Timings are recorded, never asserted; the numbers are checked against the validation claim
-``000-he-init`` (docs/validation/report.json: 2552 of 10,000 succeed, exactly the draws with w2 < 0 < w1, Figure 3
-numerator KS p = 0.5720 against F_B)."""
+"""pytest-benchmark: the 10,000-initialisation He experiment of Smorodinsky et al. (seed 000) through
+``flowlib.ensemble``, GD and the flow. Timings are recorded, never asserted; the numbers are checked against the
+validation claim ``000-he-init`` (docs/validation/report.json: 2552 of 10,000 succeed, exactly the draws with
+w2 < 0 < w1, Figure 3 numerator KS p = 0.5720 against F_B)."""
 
 import pytest
 

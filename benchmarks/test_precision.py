@@ -1,4 +1,4 @@
-"""pytest-benchmark: the cost of precision (issue 4): float64 and mpmath GD, the mpmath flow. Timings are
+"""pytest-benchmark: the cost of precision: float64 and mpmath GD, the mpmath flow. Timings are
 recorded, never asserted; each run is checked to complete, and float64 against mpmath at the end."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""pytest-benchmark: the large-problem path of the kernels (issue 7, scaling), on a small grid.
+"""pytest-benchmark: the large-problem path of the kernels (benchmark B5, scaling), on a small grid.
 
 Timings are recorded, never asserted. What is asserted is that the BLAS-shaped kernels compute what they
 should: the Taylor coefficients against the independent mpmath implementation (:mod:`flowlib.mp.series`, every

@@ -1,5 +1,5 @@
-"""pytest-benchmark: flowlib vs SciPy DOP853 with event restarts on one transversal problem (foundation issue,
-acceptance 5). Timings are recorded, never asserted; accuracies are asserted against the mpmath reference."""
+"""pytest-benchmark: flowlib vs SciPy DOP853 with event restarts on one transversal problem (an acceptance
+criterion). Timings are recorded, never asserted; accuracies are asserted against the mpmath reference."""
 
 import pytest
 

@@ -1,7 +1,8 @@
 """Gradient descent against the gradient flow: distances, event alignment, chatter, and the convergence order.
 
-GD iterate ``k`` at step size ``lr`` is compared with the flow at ``t = k lr`` (DESIGN.md §1). Distances are the
-max-abs difference over all parameters ``(W, b, a)``, computed in float64 (an mpmath descent is rounded first).
+GD iterate ``k`` at step size ``lr`` is compared with the flow at ``t = k lr`` (docs/design.md, Gradient descent
+and the comparison with the flow). Distances are the max-abs difference over all parameters ``(W, b, a)``, computed
+in float64 (an mpmath descent is rounded first).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 References
 ----------
 Wang & Pilanci, "The Convex Geometry of Backpropagation" (ICLR 2022), §3.1 (orthogonally separable data),
-Lemma 1 (balanced initialisation); notes in ``shared/notes/004_convex_geometry.md`` §1.1, §1.4, §5, §6.8.
+Lemma 1 (balanced initialisation); the other papers' data are cited where they are built (docs/design.md,
+Validation rationale).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def orthogonally_separable(n: int, d: int, seed=0, *, min_gap: float = 0.05):
 
     ``x_i^T x_k > 0`` when ``y_i = y_k`` and ``x_i^T x_k < 0`` otherwise (Wang & Pilanci §3.1, strict here).
     Construction: ``x_i = y_i alpha_i e_1 + z_i`` with ``z_i`` orthogonal to ``e_1`` and
-    ``|z_i| < alpha_i / sqrt(1 + min_gap)``, then a random rotation (note 004 §6.8). Labels alternate so both
+    ``|z_i| < alpha_i / sqrt(1 + min_gap)``, then a random rotation. Labels alternate so both
     classes are present.
 
     Parameters
@@ -90,7 +91,7 @@ def os_logistic(m: int = 6, n: int = 8, d: int = 2, scale: float = 1e-2, seed: i
     """The shipped example: orthogonally separable data, logistic loss (sum), small balanced initialisation.
 
     Wang & Pilanci's setting (no bias, trained outer layer). For this data every crossing is transversal and each
-    (neuron, sample) pair crosses at most once (note 004 §5).
+    (neuron, sample) pair crosses at most once.
     """
     X, y = orthogonally_separable(n, d, seed)
     prob = Problem(X, y, loss="logistic", reduction="sum", bias=False, train_outer=True)
@@ -104,8 +105,8 @@ def three_points(m: int, lam: float = 1e-3, seed=0) -> tuple[Problem, Params]:
 
     ``x = (-0.75, -0.5, 0.125)`` with a bias, ``y = (1.1, 0.1, 0.8)``, loss ``(1/(2n)) sum (h - y)^2`` (square,
     mean), ReLU, trained outer layer; ``(a_j, w_j, b_j) = (lam / sqrt(m)) (s_j |w~_j|, w~_j)`` with
-    ``w~_j ~ N(0, I_2)`` and random signs ``s_j`` (note 003 §1, App. B.1). Balanced flows from small
-    initialisations get stuck at the spurious loss 256/2925 (verified.md item 3).
+    ``w~_j ~ N(0, I_2)`` and random signs ``s_j`` (Boursier & Flammarion, §6, App. B.1). Balanced flows from small
+    initialisations get stuck at the spurious loss 256/2925 (recomputed exactly).
     """
     rng = _rng(seed)
     prob = Problem(X=[[-0.75], [-0.5], [0.125]], y=[1.1, 0.1, 0.8], loss="square", reduction="mean", bias=True,
@@ -127,7 +128,7 @@ def gd_rate_network(w1: float, b1: float, w2: float, b2: float) -> tuple[Problem
 
 
 def sliding_two_points(scale: float = 1e-8) -> tuple[Problem, Params]:
-    """Wang & Pilanci's non-separable two-point example V12 (seed 004, note §5): one balanced neuron that slides.
+    """Wang & Pilanci's non-separable two-point example V12 (docs/design.md): one balanced neuron that slides.
 
     ``X = [[1, 0], [1/2, sqrt(3)/2]]``, ``y = (+1, -1)``, logistic loss (sum), no bias, trained outer layer,
     ``w(0) = scale (cos 0.3, sin 0.3)``, ``a(0) = scale``. It hits ``<w, x_2> = 0`` at ``t = 2.1829446...`` (small
@@ -139,8 +140,8 @@ def sliding_two_points(scale: float = 1e-8) -> tuple[Problem, Params]:
 
 
 def linear_teachers_data(n_per_class: int = 50, seed=4) -> tuple[np.ndarray, np.ndarray]:
-    """Seed 001's LT-7 distribution (note 001 §6): ``mu = (1, 0.5)``; positives ``x = mu + 0.7 xi``, negatives
-    ``x = -(mu + 0.7 xi)``, ``xi ~ N(0, I)``, kept when ``y x.mu^ > 0.5`` (the signed filter of verified.md item 6),
+    """Sarussi et al.'s PAR data (seed 001, "LT-7"): ``mu = (1, 0.5)``; positives ``x = mu + 0.7 xi``, negatives
+    ``x = -(mu + 0.7 xi)``, ``xi ~ N(0, I)``, kept when ``y x.mu^ > 0.5`` (signed: unsigned makes (7) infeasible),
     ``n_per_class`` of each, positives first."""
     rng = _rng(seed)
     mu = np.array([1.0, 0.5])
@@ -159,12 +160,12 @@ def linear_teachers_data(n_per_class: int = 50, seed=4) -> tuple[np.ndarray, np.
 
 def linear_teachers_par(k: int = 10, leak: float = 0.1, scale: float = 1e-3, data_seed: int = 4, init_seed: int = 1,
                         n_per_class: int = 50) -> tuple[Problem, Params]:
-    """Seed 001's PAR example (Sarussi, Brutzkus & Globerson, Theorem 6.2; note 001 case LT-7): linearly separable 2-D data.
+    """Seed 001's PAR example (Sarussi, Brutzkus & Globerson, Theorem 6.2; "LT-7"): linearly separable 2-D data.
 
     ``N(x) = sum_{i<=k} sigma(w_i.x) - sum_{i<=k} sigma(u_i.x)`` with leaky ReLU (slope ``leak``), no bias, outer
     weights fixed at +1 / -1 (rows ``0..k-1`` are the ``w_i``, ``k..2k-1`` the ``u_i``), mean logistic loss,
-    Gaussian initialisation of standard deviation ``scale``. Data: :func:`linear_teachers_data`. The note's own draw was not
-    recorded; ``data_seed = 4`` keeps every non-support point's margin above 1.049, so the ``1/ln t`` regime
+    Gaussian initialisation of standard deviation ``scale``. Data: :func:`linear_teachers_data`.
+    ``data_seed = 4`` keeps every non-support point's margin above 1.049, so the ``1/ln t`` regime
     sets in early.
     """
     X, y = linear_teachers_data(n_per_class, data_seed)
@@ -184,7 +185,7 @@ def convex_geometry(case: str = "F1", m: int = 10, scale: float = 1e-3, seed: in
     logistic loss (sum), small balanced initialisation (:func:`balanced_init`).
 
     Theorem 4: the normalised margin ``min_n y_n f(x_n) / |theta|^2`` tends to ``1/(2 P*)``, with
-    ``P* = 1/|x_1| + 1/|x_2|`` (F1) and ``|X^-1 1|`` (F2) (verified.md item 1), provided live neurons of both
+    ``P* = 1/|x_1| + 1/|x_2|`` (F1) and ``|X^-1 1|`` (F2) (closed forms, in mpmath), provided live neurons of both
     signs exist at initialisation (condition (9)): ``seed = 1`` has them for both cases, ``seed = 0`` has no
     positive one for F1.
     """

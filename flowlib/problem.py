@@ -69,7 +69,7 @@ class Problem:
     """A training problem: data, labels, loss, activation and which parameters move.
 
     The network is ``f(x) = sum_j a_j sigma(<w_j, x> + b_j)`` with ``sigma(z) = max(z, leak z)`` and the loss
-    ``L = R_i l(f(x_i), y_i)`` with ``R`` the mean or the sum over samples (DESIGN.md §1).
+    ``L = R_i l(f(x_i), y_i)`` with ``R`` the mean or the sum over samples (docs/design.md, Model and loss).
 
     Parameters
     ----------

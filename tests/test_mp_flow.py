@@ -1,7 +1,7 @@
-"""The arbitrary-precision flow (``gradient_flow(..., dps=N)``, :mod:`flowlib.mp`), precision issue acceptance 1.
+"""The arbitrary-precision flow (``gradient_flow(..., dps=N)``, :mod:`flowlib.mp`).
 
-References: the seed-000 closed form (Smorodinsky et al., note 000 §1.8; ``tests/test_nonsmooth.py``) through
-both kink events, the E1 sliding closed form (notes/integrators.md §3), and the float64 engine.
+References: the seed-000 closed form (Smorodinsky et al.; ``tests/test_nonsmooth.py``) through
+both kink events, the E1 sliding closed form (``flowlib.peers.exact.e1_exact``), and the float64 engine.
 """
 
 import mpmath as mp
@@ -162,7 +162,7 @@ def test_budgets_and_callback_stop_the_mpmath_run():
 
 def test_decision_boundary_beyond_float64():
     """Seed 000 from (2, 3, -2, 3.1): x*(t) = (b2 - b1) / (w1 - w2) ~ K / (t ln t) cancels ~16 digits by
-    t = 1e14 (float64 keeps only ~9% there, README); 40 digits keep it to 1e-20 (closed form, note 000 §1.8)."""
+    t = 1e14 (float64 keeps only ~9% there, README); 40 digits keep it to 1e-20 (against the closed form)."""
     from benchmarks.float64_limit import THETA0, boundary, exact_state
 
     prob, p0 = examples.gd_rate_network(*THETA0)

@@ -1,7 +1,10 @@
-"""Nonsmooth dynamics (DESIGN.md §1): sliding, sticking, repelling ties, Carathéodory mode, degenerate geometry.
+"""Nonsmooth dynamics (docs/design.md, Solution concept): sliding, sticking, repelling ties, Carathéodory mode,
+degenerate geometry.
 
-References: seed 000 closed form (note 000 §1.8), E1 of notes/integrators.md §3, E4 (seed 003 three-point data),
-V12 of note 004 §5 / verified.md item 2.
+References (docs/design.md, Reference values derived for the checks): the closed form of the two-neuron network
+of Smorodinsky et al. (validation seed 000), the sliding benchmark E1 (``flowlib.peers.exact.e1_exact``), E4 (the
+three-point data of Boursier & Flammarion, App. B.1) and V12 (a non-separable two-point example in the setting of
+Wang & Pilanci).
 """
 
 import math
@@ -12,13 +15,13 @@ import pytest
 
 import flowlib as fl
 from flowlib import examples
-from flowlib.peers.exact import seed000_exact  # the closed form of note 000 §1.8
+from flowlib.peers.exact import seed000_exact  # the decoupled closed form (u = w + b, v = w - b)
 
 DPS = 40
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Seed 000: closed form through both kinks, which then stick (Smorodinsky et al.; note 000 §1.8)
+# Seed 000: closed form through both kinks, which then stick (Smorodinsky et al.; docs/design.md)
 # --------------------------------------------------------------------------------------------------------------
 SEED000_INITS = [(2.0, 3.0, -2.0, 3.1), (1.0, 0.2, -1.0, 0.3), (0.5, 1.0, -0.8, 0.1), (1.0, 0.0, 0.5, 1.0),
                  (0.3, 0.8, -0.2, 0.4), (2.5, 0.1, -0.3, 0.05)]
@@ -47,7 +50,7 @@ def test_seed000_closed_form_through_the_kinks(theta0):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# E1: sliding with a closed form (notes/integrators.md §3)
+# E1: sliding with a closed form (flowlib.peers.exact.e1_exact)
 # --------------------------------------------------------------------------------------------------------------
 def e1_problem():
     c, s = 0.5, math.sqrt(3.0) / 2.0
@@ -85,7 +88,7 @@ def test_e1_sliding_closed_form():
         assert abs(t_star - mp.mpf("1.559263981605408919623452179917107486904")) < 1e-15  # float64 inputs
         assert [(e.kind, e.neuron, e.sample) for e in res.events] == [("slide_start", 0, 0)]
         assert abs(res.events[0].t - t_star) <= 1e-12 * t_star
-        # Filippov multiplier at the hit: eta* = -r_2 / 2 = 0.1999... (notes/integrators.md §1)
+        # Filippov multiplier at the hit: eta* = -r_2 / 2 = 0.1999... (the minimal-norm slope)
         assert res.events[0].multiplier == pytest.approx(0.1999, abs=5e-4)
         assert abs(res.final.W[0, 0]) <= 1e-15
         assert abs(res.final.W[0, 1] - exact[1]) <= 1e-12
@@ -117,7 +120,8 @@ def test_caratheodory_equals_filippov_on_transversal_problems():
 
 
 def test_seed000_caratheodory_selection_one_has_no_solution_past_the_kink():
-    """Note 000 §0: with ReLU'(0) = 1 no Carathéodory continuation exists at the sticking kink; with 0 it does."""
+    """Seed 000's network: with ReLU'(0) = 1 no Carathéodory continuation exists at the sticking kink; with 0
+    it does."""
     prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)
     zero = fl.gradient_flow(prob, p0, 300.0, solution="caratheodory", selection=0.0)
     assert zero.status == "success" and [e.kind for e in zero.events] == ["stick", "stick"]
@@ -144,7 +148,7 @@ def test_e4_dead_neurons_do_not_livelock(m):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# V12: non-separable two points, small initialisation, sliding with multiplier 1/2 (note 004 §5; verified.md 2)
+# V12: non-separable two points, small initialisation, sliding with multiplier 1/2 (docs/design.md, Reference values)
 # --------------------------------------------------------------------------------------------------------------
 def test_v12_hit_time_multiplier_and_direction():
     prob, p0 = examples.sliding_two_points(1e-8)

@@ -1,7 +1,7 @@
-"""PiecewiseAffine: classical Filippov and Zeno benchmarks (nonsmooth issue, acceptance 4).
+"""PiecewiseAffine: classical Filippov and Zeno benchmarks.
 
 Twisting oscillator ``x1' = x2, x2' = -2 sgn x1 - sgn x2``, ``x(0) = (1, 0)``: switching times accumulate at
-``T = 2 sqrt 2 + (2/3) sqrt 6`` (verified.md item 4); each half-turn shrinks the amplitude by 1/3 and the time by
+``T = 2 sqrt 2 + (2/3) sqrt 6`` (recomputed exactly); each half-turn shrinks the amplitude by 1/3 and the time by
 1/sqrt 3; the Filippov solution stays at the origin afterwards.
 """
 
@@ -29,7 +29,7 @@ def test_twisting_zeno_time_and_rest():
     assert len(zeno) == 1
     assert abs(zeno[0] - float(t_acc)) <= 1e-8
     assert np.linalg.norm(res.final) <= 1e-10
-    # the switches before it are the exact ones: 1.4142136, 1.8856181, 2.7021147, 2.9742802 (integrators.md E3)
+    # the switches before it are the exact ones: 1.4142136, 1.8856181, 2.7021147, 2.9742802 (exact, event by event)
     crossings = [e.t for e in res.events if e.kind == "cross"]
     np.testing.assert_allclose(crossings[:4], [math.sqrt(2), 1.8856180831641267, 2.7021146640918524,
                                                2.9742801910677606], rtol=1e-14)

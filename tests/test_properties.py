@@ -1,7 +1,8 @@
-"""Property tests over random small problems, degenerate geometry included (nonsmooth issue, acceptance 5).
+"""Property tests over random small problems, degenerate geometry included (acceptance criterion).
 
 Every run ends within its budget with a declared status, L is non-increasing, the energy identity
-``L(0) - L(T) = int |theta'|^2`` holds to 1e-10 relative and balancedness is conserved to 1e-11 (DESIGN.md §1).
+``L(0) - L(T) = int |theta'|^2`` holds to 1e-10 relative and balancedness is conserved to 1e-11
+(docs/design.md, Statuses and diagnostics).
 """
 
 import numpy as np

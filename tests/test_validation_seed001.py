@@ -15,8 +15,8 @@ IDS = ("001-sgd-loss", "001-thm5.1", "001-nar-conservation", "001-par-svm", "001
 # ----------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n, eps, expected", [(10, 0.1, 9.3e9), (100, 0.1, 2.6e13), (400, 0.1, 5.7e15),
                                               (10, 0.01, 8.5e11), (100, 0.01, 2.5e15), (400, 0.01, 5.7e17)])
-def test_theorem41_bound_matches_the_notes_table(n, eps, expected):
-    # note 001 §7: R_x = 1, alpha = 0.1, R_0 = 1e-3, k = 50, eta = 1e-3, v = 1, |w*| = 10
+def test_theorem41_bound_matches_independent_values(n, eps, expected):
+    # computed independently of the module: R_x = 1, alpha = 0.1, R_0 = 1e-3, k = 50, eta = 1e-3, v = 1, |w*| = 10
     M = s1.theorem41_M(n, eps, 1.0, 0.1, 1e-3, 50, 1e-3, 1.0, 10.0)
     assert M == pytest.approx(expected, rel=0.05)
 
@@ -31,7 +31,7 @@ def test_theorem41_M_is_eq19_at_eps0_plus_n():
 def test_svm7_on_lt7_matches_the_reference_solution():
     prob, _ = s1.lt7()
     w, u, support = s1.svm7(prob.X, prob.y, prob.leak)
-    # /tmp/issue5_refs.md §2.3 (mpmath KKT solve, 40 digits)
+    # an independent mpmath KKT solve (40 digits)
     assert support.tolist() == [29, 69, 73]
     np.testing.assert_allclose(w, [1.3886339105637591, 1.0333931273150634], rtol=1e-12)
     np.testing.assert_allclose(u, [-1.4243412737724938, -0.65057555834060155], rtol=1e-12)
@@ -136,7 +136,7 @@ def test_theorem51_claim(records):
     assert d["final_large_init_nonlinear_fraction"] > 0.3  # std 30: no clustering (Figs. 1b, 2b)
     for key in ("0.001/1", "0.001/2"):
         assert d["final_r_over_c"][key] < 2e-5
-    assert d["events"][:2] == [1095, 1150]  # init seeds 1, 2 at std 1e-3 (refs §2.5: ~1100 crossings)
+    assert d["events"][:2] == [1095, 1150]  # init seeds 1, 2 at std 1e-3 (an independent run: ~1100 crossings)
 
 
 @pytest.mark.slow
@@ -157,7 +157,7 @@ def test_par_svm_claim(records):
     assert rec.status == "pass", rec.detail
     d = rec.data
     assert d["event_kinds"] == ["cross"] and d["n_events"] == 1095 and d["in_par"]
-    # refs §2.5 (GD + reduced ODE): angle * ln t = 2.519 (w), 0.732 (u) at ln t = 1e4
+    # an independent computation (GD + reduced ODE): angle * ln t = 2.519 (w), 0.732 (u) at ln t = 1e4
     assert d["C_w"] == pytest.approx(2.5193, rel=2e-4) and d["C_u"] == pytest.approx(0.73169, rel=2e-4)
     assert d["angle_w"][0] == pytest.approx(8.9062e-2, rel=1e-4)  # t = 1e10
     assert d["angle_u"][0] == pytest.approx(3.1316e-2, rel=1e-4)
@@ -175,7 +175,7 @@ def test_assumption61_claim(records):
     assert rec.status == "pass", rec.detail
     d = rec.data
     assert d["t_one_over_n"] == pytest.approx(23.354990589066407, rel=1e-8)
-    assert d["t_log2_over_n"] == pytest.approx(35.873222463422394, rel=1e-8)  # refs §2.5: "t ~ 40"
+    assert d["t_log2_over_n"] == pytest.approx(35.873222463422394, rel=1e-8)  # an independent run: "t ~ 40"
     assert d["max_smoothed_margin_between"] < 0 < d["min_smoothed_margin_after"]
     assert d["max_relative_decrease_after"] <= 1e-12
     assert d["counterexample"]["L"] < 0.5 and min(d["counterexample"]["q"]) < 0

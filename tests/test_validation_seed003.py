@@ -1,7 +1,7 @@
 """Seed 003 (Boursier & Flammarion) validation claims: closed-form helpers (fast) and the claims in quick mode (slow).
 
-Pinned numbers are quick-mode measurements (seed 0) and, where quick mode reaches them, the values of note 003
-and verified.md item 3.
+Pinned numbers are quick-mode measurements (seed 0) and, where quick mode reaches them, independently
+recomputed values (docs/design.md, Reference values derived for the checks).
 """
 
 import math
@@ -20,7 +20,7 @@ IDS = ("003-lemma1-balancedness", "003-early-alignment-exponent", "003-three-poi
 # ----- fast: exact reference values and closed forms ------------------------------------------------------------
 
 def test_b1_ols_and_spurious_loss_exact():
-    """beta* = (-4/65, 251/390), L(beta*) = 256/2925, and the two-neuron interpolant of verified.md item 3."""
+    """beta* = (-4/65, 251/390), L(beta*) = 256/2925, and the two-neuron interpolant (recomputed exactly)."""
     X = [(Fraction(x).limit_denominator(1000), Fraction(1)) for x in s3.B1_X]
     y = [Fraction(v).limit_denominator(1000) for v in s3.B1_Y]
     g = [[sum(p[i] * p[j] for p in X) for j in range(2)] for i in range(2)]
@@ -50,8 +50,8 @@ def test_b1_extremal_vector():
     assert abs(s3.D_MAX - np.linalg.norm(s3.D_STAR)) < 1e-15
 
 
-def test_misalignment_closed_form_matches_note():
-    """Note 003 V3: mis(1e-3) = 1.0322e-3 and mis(1e-6) = 3.2662e-5 (eps = 0.25, offset 0.3 rad)."""
+def test_misalignment_closed_form_matches_independent_values():
+    """Independently computed: mis(1e-3) = 1.0322e-3 and mis(1e-6) = 3.2662e-5 (eps = 0.25, offset 0.3 rad)."""
     assert s3.misalignment_closed_form(1e-3, 0.25, 0.3) == pytest.approx(1.0322e-3, rel=1e-4)
     assert s3.misalignment_closed_form(1e-6, 0.25, 0.3) == pytest.approx(3.2662e-5, rel=1e-4)
     # slope 2 eps between two tiny lambdas (the asymptotic exponent of the closed form)
@@ -148,7 +148,7 @@ def test_alignment_exponent_numbers(records):
     for fit in data["fits"].values():
         assert fit["slope"] >= fit["eps"]  # the theorem's exponent holds ...
         assert fit["slope"] == pytest.approx(2 * fit["eps"], abs=1e-3)  # ... and is loose by 2 (0.1994, 0.4999, 0.6)
-    assert data["mis_1e-3"] == pytest.approx(1.0322e-3, rel=5e-3)  # note 003 V3
+    assert data["mis_1e-3"] == pytest.approx(1.0322e-3, rel=5e-3)  # the closed form's value
     assert data["mis_1e-6"] == pytest.approx(3.2662e-5, rel=5e-3)
     assert data["worst_rel_closed_form"] <= 1e-4  # measured 7.4e-6
 

@@ -1,8 +1,10 @@
 """Seed 004 (Wang & Pilanci, The Convex Geometry of Backpropagation): the validation claims of
 ``validation/seed004_convex_geometry.py``, run once each in quick mode, with pinned numbers.
 
-References: verified.md item 1 (P*, 1/(2P*), lambda* of F2), note 004 §§2.3, 2.7, 4.1-4.2 (lambda*, optimal
-neurons, spike-free values, the Lemma 3 table of V8/V10), issue-5 reference §3 (gap constants).
+References: the closed forms of docs/design.md, Reference values derived for the checks (P*, 1/(2P*), lambda* of
+F2); values computed independently from the paper's Prop. 2, Theorem 3, Lemma 3 and App. F (lambda*, optimal
+neurons, spike-free values, the Lemma 3 bounds for one neuron on F1); independent long-horizon runs (gap
+constants).
 """
 
 import numpy as np
@@ -36,7 +38,7 @@ def _case(rec, name):
 # ------------------------------------------------------------------------------------------------------------------
 # fast unit checks of the helpers (no flow, no cvxpy)
 # ------------------------------------------------------------------------------------------------------------------
-def test_closed_forms_and_os_shortcut_match_verified_md():
+def test_closed_forms_and_os_shortcut_match_exact_values():
     assert float(s004.closed_form_p_star("F1")) == pytest.approx(P_F1, abs=1e-16)
     assert float(s004.closed_form_p_star("F2")) == pytest.approx(P_F2, abs=1e-16)
     X, y, ref = s004.reference("F1")
@@ -65,8 +67,8 @@ def test_certificate_nnls_equals_the_exact_2d_maximum():
             assert grid <= exact + 1e-15 and grid >= exact - 1e-6
 
 
-def test_lemma3_bounds_reproduce_the_note_table():
-    """Note 004 §2.3 (V8/V10): F1, s = +1, u0 at -60 degrees, only x1 active."""
+def test_lemma3_bounds_reproduce_independent_values():
+    """Lemma 3 (Eqs. 26-27) for one neuron on F1: s = +1, u0 at -60 degrees, only x1 active."""
     X, _ = s004.paper_data("F1")
     z0 = 0.718120499112163
     n1 = np.linalg.norm(X[0])
@@ -131,7 +133,7 @@ def test_flow_limit(run):
     assert f2["target"] == pytest.approx(0.681587157424462, abs=1e-15)
     # Richardson in 1/q_min from ln t <= 1e4: measured 4.5e-13 (F1), 8.7e-11 (F2)
     assert abs(f1["extrapolation_err"]) <= 1e-11 and abs(f2["extrapolation_err"]) <= 1e-9
-    # gap * ln t constants (issue-5 reference §3.4: 0.032306 and 0.17606 at ln t = 1e4)
+    # gap * ln t constants (an independent run: 0.032306 and 0.17606 at ln t = 1e4)
     assert f1["gap_times_log_t"] == pytest.approx(0.0323063, abs=2e-6)
     assert f2["gap_times_log_t"] == pytest.approx(0.1760680, abs=2e-6)
     assert (f1["events"], f2["events"]) == (5, 10)

@@ -1,4 +1,4 @@
-"""Acceptance 1 of the foundation issue: on transversal-only problems the float64 flow agrees with an independent
+"""Acceptance criterion: on transversal-only problems the float64 flow agrees with an independent
 mpmath reference at 40 digits (``flowlib/peers/reference.py``) to <= 1e-12 relative in the final state and in every event
 time, and with SciPy DOP853 (rtol 1e-13, event restarts) to SciPy's own accuracy."""
 
@@ -14,7 +14,7 @@ T_END = 5.0
 
 
 def os_case():
-    """Orthogonally separable data, logistic loss, small balanced init (Wang & Pilanci §3.1; note 004 §5)."""
+    """Orthogonally separable data, logistic loss, small balanced init (Wang & Pilanci §3.1)."""
     return examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
 
 

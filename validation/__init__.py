@@ -1,1 +1,1 @@
-"""Validation of the source papers' claims on the exact flow (one module per paper; issue 6 adds the runner)."""
+"""Validation of the source papers' claims on the exact flow (one module per paper; :mod:`.runner` runs them)."""

@@ -6,7 +6,7 @@ bound or number, and returns an :class:`Outcome`; the runner (:mod:`.runner`) ti
 writes ``report.md`` / ``report.json``. Claim ids read ``PAPER-NAME`` (``000-thm5.2``); the paper's theorem or
 equation number goes in ``reference``.
 
-Statements that the notes show to be wrong in the paper (a typo, a loose or vacuous constant) are registered with
+Statements that are wrong as printed in the paper (a typo, a loose or vacuous constant) are registered with
 ``expect="paper-wrong"``: the outcome then tests the *corrected* statement, and its ``detail`` says what the paper
 printed and what holds instead.
 """

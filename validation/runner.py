@@ -163,8 +163,8 @@ def write_report(records, out, *, quick: bool, wall_s: float) -> tuple:
              f"python {info['python']}, numpy {info['numpy']}, numba {info['numba']}, scipy {info['scipy']}, "
              f"mpmath {info['mpmath']}; {wall_s:.0f} s in all.", "",
              f"**{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
-             f"{counts['skipped']} skipped.** Claims marked *paper-wrong* are stated wrongly in the paper (see the "
-             "notes); their row tests the corrected statement.", "",
+             f"{counts['skipped']} skipped.** Claims marked *paper-wrong* are stated wrongly in the paper (see "
+             "docs/design.md, Validation rationale); their row tests the corrected statement.", "",
              "| claim | reference | statement | measured | bound | status | time |", "|---|---|---|---|---|---|---|"]
     for r in records:
         status = r.status if r.expect == "holds" else f"{r.status} (paper-wrong)"

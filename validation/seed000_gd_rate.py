@@ -6,8 +6,9 @@ Theorem 5.1: for almost every initialisation GD's margin gap is Theta(1/ln t), b
 * zero-bias initialisations (the paper's He setting) reach no kink: ``v1 = w1 - b1`` and ``u2 = w2 + b2`` are
   frozen for the flow and for GD alike, and both decay like ``S*/ln t`` with the same ``S* = (w1 + w2)/2``;
 * initialisations whose flow reaches both kinks, e.g. ``theta_0 = (2, 3, -2, 3.1)``, stick there (``S* = 0``) and
-  ``x* ~ K/(t ln t)`` with ``K = (A_v - A_u)/2`` (closed form, note 000 §1.8), while GD overshoots each kink by
-  ``O(eta)``, freezes a numerator of order 1e-5 and keeps the ``1/ln t`` rate: a step-size artefact.
+  ``x* ~ K/(t ln t)`` with ``K = (A_v - A_u)/2`` (closed form in ``u = w + b``, ``v = w - b``: docs/design.md,
+  Reference values derived for the checks), while GD overshoots each kink by ``O(eta)``, freezes a numerator of
+  order 1e-5 and keeps the ``1/ln t`` rate: a step-size artefact.
 
 ``x*`` of the two-kink flow is ``K/(t ln t)`` next to ``b ~ ln(t)/2``: a float64 state cannot hold it past
 ``t ~ 1e14``, so that curve comes from the mpmath flow (``dps`` digits; 340 reach ``t = 1e300``).
@@ -117,7 +118,7 @@ def margin_rate(out_dir=".", quick: bool = True) -> dict:
     return out
 
 
-@claim("000-margin-rate", "Theorem 5.1, Eq. 13; note 000 §3.4",
+@claim("000-margin-rate", "Theorem 5.1, Eq. 13",
        "GD (eta = 0.05) from theta0 = (2, 3, -2, 3.1) freezes a numerator ~1e-5 and keeps x* = Theta(1/ln t), while "
        "the flow sticks on both kinks and x* t ln t -> K = (A_v - A_u)/2; from zero bias both share S* = (w1+w2)/2")
 def margin_rate_claim(ctx: Context) -> Outcome:
@@ -142,7 +143,7 @@ def margin_rate_claim(ctx: Context) -> Outcome:
 
 # ==================================================================================================================
 # Further claims of paper 000: Theorem 5.2, Theorem 3.1, Eq. (13) / Lemma D.7 and the He-initialisation experiment
-# (Section 6, Figure 3). Coordinates: u_j = w_j + b_j, v_j = w_j - b_j (note 000 §1.8); a packed state has rows
+# (Section 6, Figure 3). Coordinates: u_j = w_j + b_j, v_j = w_j - b_j (the decoupled form); a packed state has rows
 # (w_j, b_j, a_j), so theta = (w1, b1, w2, b2) = (s[0, 0], s[0, 1], s[1, 0], s[1, 1]).
 # ==================================================================================================================
 
@@ -184,7 +185,7 @@ def _xstar(prob, states) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------------------------
 # 000-thm5.2: Theorem 5.2, x*(t) >= 1/(25 + 5 ln(1 + 4 eta t)) for t >= 7/eta
 
-#: min over the box corner of x*/bound on t in [ceil(7/eta), 1e6] (verified.md §5)
+#: min over the box corner of x*/bound on t in [ceil(7/eta), 1e6] (recomputed independently of this module)
 THM52_VERIFIED = {0.3: 6.4750, 0.1: 6.3379, 0.05: 6.3200, 0.01: 6.3058, 0.001: 6.3026}
 
 
@@ -250,9 +251,9 @@ def _thm52_tail(state, eta: float, k_start: int, ln_j_max: float = 1e5) -> tuple
 
 
 def _gf_xstar_zero_bias(w1, w2, ln_tau):
-    """Closed-form flow ``x*(tau)`` from ``(w1, 0, w2, 0)`` (note 000 V9): ``[v1 + u2 + ln((e^{-v2} + tau)/(e^{u1}
-    + tau))] / [v1 - u2 + ln((e^{u1} + tau)(e^{-v2} + tau))]`` with ``u1 = v1 = w1``, ``u2 = v2 = w2``; in the log
-    domain (any ``ln tau``)."""
+    """Closed-form flow ``x*(tau)`` from ``(w1, 0, w2, 0)`` (from the decoupled closed form):
+    ``[v1 + u2 + ln((e^{-v2} + tau)/(e^{u1} + tau))] / [v1 - u2 + ln((e^{u1} + tau)(e^{-v2} + tau))]`` with
+    ``u1 = v1 = w1``, ``u2 = v2 = w2``; in the log domain (any ``ln tau``)."""
     w1, w2, ln_tau = np.asarray(w1), np.asarray(w2), np.asarray(ln_tau)
     big_u, big_a = np.logaddexp(w1, ln_tau), np.logaddexp(-w2, ln_tau)
     return (w1 + w2 - (big_u - big_a)) / (w1 - w2 + big_u + big_a)
@@ -309,7 +310,7 @@ def thm52_claim(ctx: Context) -> Outcome:
             "flow_window_min": gf_window, "flow_at_tau7_corner": float(gf[0, 0, 0]), "flow_inf": gf_inf,
             "flow_vs_closed_form_rel": flow_rel, "flow_ln_tau_max": ln_tau_max,
             "flowlib_flow_min_ratio": float(flow_ratio.min()),
-            "verified_md": {str(k): v for k, v in THM52_VERIFIED.items()}}
+            "recomputed": {str(k): v for k, v in THM52_VERIFIED.items()}}
     passed = (inf_all >= 1.0 and gf_inf >= 1.0 and flow_rel <= 1e-10
               and all(v["all_unimodal"] for v in per_eta.values()))
 
@@ -370,14 +371,14 @@ def thm52_claim(ctx: Context) -> Outcome:
         bound=">= 1", passed=passed,
         detail=(f"Grid {n1}x{n2} of [2.7, 3] x [-0.5, 0), eta in {list(etas)}, float64 GD to t = {t_sim:.0e}: the "
                 f"smallest x*/bound over t in [ceil(7/eta), {t_sim:.0e}] is {window}, always at the corner "
-                f"(2.7, -0.5) at t = ceil(7/eta) (verified.md §5: 6.4750, 6.3379, 6.3200, 6.3058, 6.3026). That is "
+                f"(2.7, -0.5) at t = ceil(7/eta) (recomputed: 6.4750, 6.3379, 6.3200, 6.3058, 6.3026). That is "
                 f"not the infimum over all t: x*/bound -> 5 S* = 5 (w1 + w2)/2 >= 5.5 as t -> inf, so past "
                 f"ln(eta t) ~ 31 the ratio drops below its early value; Lemma B.3 brackets from the last GD state "
                 f"certify {tail_inf:.4f} for every later t, and the infimum over t >= 7/eta and the box is 5.5 "
                 f"(corner, t -> inf). The bound holds with a factor {inf_all:.2f} to spare. The exact flow "
                 f"(eta -> 0, tau >= 7) gives {gf_window:.4f} for tau <= 1e6 and {gf_inf:.4f} overall; flowlib's "
                 f"log-time flow matches the closed form to {flow_rel:.1e}. The paper's constant 25 + 5 ln is not "
-                f"what its lemmas give (E.4 + E.2 yield 1/(50 + 10 ln(1 + 4 eta t)), note 000 §2), but the stated "
+                f"what its lemmas give (E.4 + E.2 yield 1/(50 + 10 ln(1 + 4 eta t))), but the stated "
                 f"bound holds; at the corner it already holds from t = last failure + 1 "
                 f"({', '.join(str(v['corner_last_fail_t']) for v in per_eta.values())} for eta = "
                 f"{', '.join(per_eta)})."),
@@ -399,10 +400,10 @@ THM31_INITS = ((1.0, 0.0, -0.5, 0.0), (2.8, 0.0, -0.3, 0.0), (1.0, 0.2, -1.0, 0.
 
 
 def final_phase(theta0) -> dict:
-    """Closed-form constants of the flow from ``theta0`` (note 000 §1.8, issue-5 refs §1.2; needs u1(0) > 0 >
-    v2(0)): after ``t_last = max(tau_v, tau_u)`` the flow is ``e^{u1} = A_u + t``, ``e^{-v2} = A_v + t`` with
-    ``v1 = v1f``, ``u2 = u2f`` frozen (0 when the flow stuck on that kink). mpmath numbers at the current
-    precision."""
+    """Closed-form constants of the flow from ``theta0`` (the decoupled closed form: docs/design.md, Reference values
+    derived for the checks; needs u1(0) > 0 > v2(0)): after ``t_last = max(tau_v, tau_u)`` the flow is
+    ``e^{u1} = A_u + t``, ``e^{-v2} = A_v + t`` with ``v1 = v1f``, ``u2 = u2f`` frozen (0 when the flow stuck on
+    that kink). mpmath numbers at the current precision."""
     w1, b1, w2, b2 = (mp.mpf(v) for v in theta0)
     u1, v1, u2, v2 = w1 + b1, w1 - b1, w2 + b2, w2 - b2
     if not (u1 > 0 and v2 < 0):
@@ -677,7 +678,7 @@ def eq13_claim(ctx: Context) -> Outcome:
                 f"{steps:.0e} iterations: v1 and u2 stay frozen (drift <= "
                 f"{max(r['drift_v1_u2'] for r in runs):.1e}, the paper's invariant Eq. 29 is their sum), the "
                 f"deviation b2 - b1 - S* = -(u1 + v2)/2 decays like 1/t ((u1 + v2) eta t -> "
-                f"{v3['gap_eta_t_end']:.6g} for (2.8, 0, -0.3, 0), eta 0.1; note 000 V3: 14.9686 at 1e8; the flow "
+                f"{v3['gap_eta_t_end']:.6g} for (2.8, 0, -0.3, 0), eta 0.1; elsewhere: 14.9686 at 1e8; the flow "
                 f"conserves e^u1 - e^-v2 = A_u - A_v = 15.0947 instead, measured to {conserved_rel:.1e}), and "
                 f"Richardson in 1/k recovers S* to {dev_gd:.1e}. The flow from "
                 f"the same points has the same S* (to {dev_flow:.1e} at t = 1e300). From the two-kink "
@@ -685,7 +686,7 @@ def eq13_claim(ctx: Context) -> Outcome:
                 f"{max(abs(f['num_1e300']) for f in flows[len(EQ13_INITS):]):.1e} at t = 1e300), while GD "
                 f"overshoots both kinks and Eq. 13 holds from its entry into D.1 with S*_GD = {kink_table} "
                 f"(limits to {kink_rel:.1e} relative; |S*_GD| < eta: the overshoot is at most the crossing step, "
-                f"eta e^(v2 - v1) for v1 and eta e^(u2 - u1) for u2, both exponents < 0 there); note 000 §3.4 lists 4.4e-5, -4.6e-5, 1.56e-5 (0.05), -2.3e-6 for "
+                f"eta e^(v2 - v1) for v1 and eta e^(u2 - u1) for u2, both exponents < 0 there); separate GD runs: 4.4e-5, -4.6e-5, 1.56e-5 (0.05), -2.3e-6 for "
                 f"(2, 3, -2, 3.1)."),
         plots=plots, data=data)
 
@@ -697,7 +698,7 @@ HE_ETA = 0.05
 HE_TOL = 1e-3
 HE_FAIL_STEPS = 10**4
 HE_CAP = 10**9
-P_B_GT_1 = 0.100685958400220  # erfc(1/sqrt 2)^2, verified.md §5 (the paper prints 0.10069)
+P_B_GT_1 = 0.100685958400220  # erfc(1/sqrt 2)^2, recomputed exactly (the paper prints 0.10069)
 
 
 def f_b_cdf(x):
@@ -855,7 +856,7 @@ def he_init_claim(ctx: Context) -> Outcome:
                 f"every run and ends within {data['max_B_minus_numerator']:.1e} of |w1 + w2|/2. The Figure 3 "
                 f"numerator fits F_B (KS p = {ks.pvalue:.3f}) and P(numerator > 1) = {p_gt1:.4f} against "
                 f"erfc(1/sqrt 2)^2 = 0.100686. The paper reports 2,368 successes of 10,000, {paper_z:.2f} sigma "
-                f"below Binomial(1e4, 1/4) (note 000 §4.4 got 2584 with another generator). {gd_seconds:.1f} s of "
+                f"below Binomial(1e4, 1/4) (a separate run got 2584 with another generator). {gd_seconds:.1f} s of "
                 f"GD ({data['total_gd_steps']:.3g} iterations)."),
         plots=plots, data=data)
 

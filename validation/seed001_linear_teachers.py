@@ -3,7 +3,7 @@ Teachers"): SGD convergence, clustering => linear boundary, the neural-agreement
 
 The model (paper Eq. 1): ``N(x) = v sum_{i<=k} sigma(w_i.x) - v sum_{i<=k} sigma(u_i.x)`` with leaky ReLU
 ``sigma(z) = max(z, alpha z)``, no bias, outer weights fixed at ``+-v`` (``v = 1``), mean logistic loss (Eq. 2).
-Only ``W`` is trained. Data: note 001's case LT-7, ``flowlib.examples.linear_teachers_par`` (2-D Gaussian
+Only ``W`` is trained. Data (called LT-7 below): ``flowlib.examples.linear_teachers_par`` (2-D Gaussian
 classes around ``+-(1, 0.5)``, signed filter ``y x.mu^ > 0.5``, 50 + 50 points, data seed 4), ``k = 10``,
 ``alpha = 0.1``.
 
@@ -15,7 +15,7 @@ Claims (``flowlib validate --only 001-...``):
 * ``001-thm5.1`` (Theorem 5.1): ``sign N(x) = sign((w_bar - u_bar).x)`` wherever ``|(w_bar - u_bar).x| >=
   2 r |x|``; Monte Carlo on trained networks (exact flow, log time, small and large initialisation) and on random
   clustered networks, plus the clustering of the trained ones (Figs. 2 and 7).
-* ``001-nar-conservation`` (note 001 §2.4, mechanism of Theorem 6.1): with a common activation pattern, ``w_j -
+* ``001-nar-conservation`` (mechanism of Theorem 6.1, proof §13): with a common activation pattern, ``w_j -
   w_l`` and ``u_j - u_l`` are constant along the flow (and GD); the cluster means then follow linear logistic
   regression exactly.
 * ``001-par-svm`` (Theorem 6.2, Eq. 7): the cluster means converge in direction to the solution of program (7),
@@ -52,7 +52,7 @@ MU = np.array([1.0, 0.5])
 # Data, network, convex programs
 # ---------------------------------------------------------------------------------------------------------------
 def lt7(init_seed: int = 1, scale: float = 1e-3, k: int = K, leak: float = LEAK):
-    """LT-7 (note 001 §6) problem and Gaussian initialisation of standard deviation ``scale``."""
+    """LT-7 problem (the PAR example data) and Gaussian initialisation of standard deviation ``scale``."""
     return examples.linear_teachers_par(k=k, leak=leak, scale=scale, data_seed=DATA_SEED, init_seed=init_seed)
 
 
@@ -411,7 +411,7 @@ def _directions_near_boundary(W, k: int, n_dir: int, rng) -> np.ndarray:
 
 
 def random_clustered_nets(n_nets: int, n_x: int, seed: int) -> dict:
-    """Note 001 LT-1: random clustered networks (d in 2..10, k in 1..8, alpha in {0.01, 0.1, 0.3, 0.7}, r in
+    """Random clustered networks (d in 2..10, k in 1..8, alpha in {0.01, 0.1, 0.3, 0.7}, r in
     [0.05, 3]), Gaussian inputs plus inputs exactly on the region's edge ``|c.x| = 2 r |x|``."""
     rng = np.random.default_rng(seed)
     total_region = total_viol = 0
@@ -446,10 +446,10 @@ def random_clustered_nets(n_nets: int, n_x: int, seed: int) -> dict:
 
 
 def sharpness_construction(alpha: float, s_frac: float = 1 - 1e-9) -> dict:
-    """Note 001 §2.2: k = 2, d = 1, r = 1: ``w_1 = w_2 = a``, ``u = b -+ 1`` with ``b = -(1 - alpha)/(1 + alpha)``
-    and ``a = b + s``: for ``s < (1 - alpha)/(1 + alpha)`` the network is negative at ``x = 1`` although
-    ``(w_bar - u_bar) x = s > 0``. So disagreement happens up to ratio ``(1 - alpha)/(1 + alpha)``, and
-    Theorem 5.1's 2 is valid but not sharp."""
+    """Theorem 5.1 is not sharp: k = 2, d = 1, r = 1: ``w_1 = w_2 = a``, ``u = b -+ 1`` with
+    ``b = -(1 - alpha)/(1 + alpha)`` and ``a = b + s``: for ``s < (1 - alpha)/(1 + alpha)`` the network is negative
+    at ``x = 1`` although ``(w_bar - u_bar) x = s > 0``. So disagreement happens up to ratio
+    ``(1 - alpha)/(1 + alpha)``, and Theorem 5.1's 2 is valid but not sharp."""
     s_max = (1 - alpha) / (1 + alpha)
     b = -s_max
     s = s_frac * s_max
@@ -478,7 +478,7 @@ def _illustration_net(seed: int):
     return best
 
 
-@claim("001-thm5.1", "Theorem 5.1 (proof §10); Figs. 2, 7; note 001 LT-1, LT-11",
+@claim("001-thm5.1", "Theorem 5.1 (proof §10); Figs. 1, 2, 7",
        "If |w_i - w_bar| <= r and |u_i - u_bar| <= r, then sign N(x) = sign((w_bar - u_bar).x) for every x with "
        "|(w_bar - u_bar).x| >= 2 r |x|; after training from a small init the neurons cluster and the non-linear "
        "region empties")
@@ -586,7 +586,7 @@ def theorem51(ctx: Context) -> Outcome:
         passed=passed,
         detail=(f"{len(curves)} exact flows on LT-7 (init std {list(scales)}, ln t to {log_t_end:g}) checked at "
                 f"{len(log_t)} times each on train+test points and on directions packed at the cone's edges, plus "
-                f"{nets['nets']} random clustered nets (note 001 LT-1, inputs on the edge |c.x| = 2r|x|): no "
+                f"{nets['nets']} random clustered nets (inputs on the edge |c.x| = 2r|x|): no "
                 f"disagreement in the region. Disagreements occur up to |c.x|/(r|x|) = "
                 f"{max(max_ratio, nets['max_ratio']):.3f}; the k = 2 construction reaches (1-alpha)/(1+alpha), so "
                 f"the factor 2 is valid but not sharp (and Eq. (6), printed with r instead of 2r, is still true). "
@@ -610,7 +610,7 @@ def pair_differences(states, k: int) -> np.ndarray:
 
 
 def reduced_logistic_flow(X, y, z0, t0: float, log_t1: float, k: int, leak: float, v: float = V) -> np.ndarray:
-    """The exact reduced dynamics in PAR (note 001 §2.4; refs §2.4): ``z = (w_bar, u_bar)``,
+    """The exact reduced dynamics in PAR (linear logistic regression of the cluster means): ``z = (w_bar, u_bar)``,
     ``dz/dt = (v/n) sum_i sigmoid(-q_i) psi_i`` with ``q_i = v k psi_i.z``, integrated with DOP853 in log time
     from ``z(t0)`` to ``ln t = log_t1``."""
     from scipy.integrate import solve_ivp
@@ -627,7 +627,7 @@ def reduced_logistic_flow(X, y, z0, t0: float, log_t1: float, k: int, leak: floa
     return sol.y[:, -1]
 
 
-@claim("001-nar-conservation", "Theorem 6.1 (§13 proof mechanism); note 001 §2.4, LT-6",
+@claim("001-nar-conservation", "Theorem 6.1 (§13 proof mechanism)",
        "Once all same-type neurons share their activation pattern (NAR/PAR), w_j - w_l and u_j - u_l are exactly "
        "constant along the flow (and along GD), r stays fixed, and (w_bar, u_bar) follows linear logistic "
        "regression")
@@ -724,7 +724,7 @@ def nar_conservation(ctx: Context) -> Outcome:
                 f"entry); over the {len(after)} steps to ln t = {log_t_end:g} the pair differences move by at most "
                 f"{flow_drift:.2e} while |W| grows to {scale_W[-1]:.3g} (rounding level); before PAR they moved by "
                 f"{before_change:.2e}. GD (eta = {eta:g}, {steps} steps, {len(gd.flips)} flips, last at iterate "
-                f"{k_par}) conserves them to {gd_drift:.1e} after its last flip, as note 001 §2.4 predicts (not a "
+                f"{k_par}) conserves them to {gd_drift:.1e} after its last flip, as Theorem 6.1 predicts (not a "
                 f"flow-only property). The cluster means match an independent DOP853 solve of the reduced linear "
                 f"logistic flow to {oracle_err:.1e} at ln t = {log_t1:g}"
                 + (f"; at 30 digits the drift is {mp_drift:.1e}." if mp_drift is not None else ".")),
@@ -734,7 +734,7 @@ def nar_conservation(ctx: Context) -> Outcome:
 # ---------------------------------------------------------------------------------------------------------------
 # Theorem 6.2: the PAR limit is the SVM (7)
 # ---------------------------------------------------------------------------------------------------------------
-@claim("001-par-svm", "Theorem 6.2, Eq. (7); Corollary 6.2; note 001 LT-7",
+@claim("001-par-svm", "Theorem 6.2, Eq. (7); Corollary 6.2; Fig. 3",
        "In PAR the cluster means converge in direction to the solution (w_svm, u_svm) of program (7), with angle "
        "~ C/ln t, and the normalised margin min_i y_i N(x_i)/|W|_F tends to sqrt(k) v/|(w_svm, u_svm)|")
 def par_svm(ctx: Context) -> Outcome:
@@ -827,7 +827,7 @@ def smoothed_margin(log_L, W_norm, n: int):
     return (-(np.log(n) + log_L) - tail) / np.asarray(W_norm, float)
 
 
-@claim("001-assumption6.1", "Assumption 6.1; §12 (B4); Eq. (5); Lyu & Li Thm A.7; note 001 §2.4, §8",
+@claim("001-assumption6.1", "Assumption 6.1; §12 (B4); Eq. (5); Lyu & Li Thm A.7",
        "Assumption 6.1 must read L_S(theta_t0) < log(2)/n (Lyu & Li's (B4), all points classified, smoothed margin "
        "> 0 and non-decreasing from t0); with the printed 1/n a point can be misclassified", expect="paper-wrong")
 def assumption61(ctx: Context) -> Outcome:

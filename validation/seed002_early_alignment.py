@@ -1,18 +1,19 @@
 """Seed 002 (Min, Mallada & Vidal, "Early Neuron Alignment in Two-layer ReLU Networks with Small Initialization"):
 the alignment phase, the O(1/t) loss and the low-rank bias of Theorem 1 on the exact flow.
 
-Setting (paper §2, eq. 1-3; note ``shared/notes/002_early_alignment_min.md`` §1): ``f(x) = sum_j v_j relu(<w_j, x>)``
+Setting (paper §2, eq. 1-3): ``f(x) = sum_j v_j relu(<w_j, x>)``
 without bias, both layers trained, the exponential loss summed over samples, data with Assumption 1
 (``mu = min_{i,k} cos(y_i x_i, y_k x_k) > 0``) and the balanced small initialisation (3)
 ``w_j(0) = eps W0_j``, ``v_j(0) = s_j |w_j(0)|`` with ``[W0]_ij ~ N(0, 1/D)``. flowlib's regular (minimal-norm)
 solution is the paper's regular Caratheodory solution with ``relu'(0) = 0`` here: under Assumption 1 every crossing
-is transversal and a neuron dying on its last hyperplane sticks (note §1.6).
+is transversal (App. E, Eq. (46)) and a neuron dying on its last hyperplane sticks (docs/design.md, Solution concept).
 
 Claims (``flowlib validate --only 002-...``):
 
 * ``002-alignment-bounds``: Lemma 3 (eq. 10) on ``[0, T(eps)]``, the dwell-time bound and ``t1`` of App. C, and
   Theorem 1 part 1 (every neuron ends in its trapping region; one with own-class activation at init in ``S_+``/``S_-``).
-* ``002-crossing-eps2``: event times converge to their ``eps -> 0`` limit like ``eps^2`` (note §1.4, §4.5).
+* ``002-crossing-eps2``: event times converge to their ``eps -> 0`` limit like ``eps^2`` (App. A.2; the
+  balanced flow depends on eps only through eps^2).
 * ``002-loss-1/t``: Theorem 1 part 2, ``L(t) <= L(t2) / (L(t2) alpha (t - t2) + 1)``, ``alpha = (mu Xmin)^2/(32 Xmax)``
   (App. D.2), and the bound (39) on ``t2``.
 * ``002-low-rank``: ``|W|_F^2 <= 2 |W|_2^2 + 4 sqrt(h) eps Wmax^2`` for ``t >= t1`` (App. D.3, eq. 41-43).
@@ -22,9 +23,9 @@ Claims (``flowlib validate --only 002-...``):
   runs the alignment phase twice as slowly; the appendix's ``2 log(1 + e^{-y f})`` is what the theory uses.
 * ``002-digits``: the MNIST 0-vs-1 experiment (§4, Fig. 5) re-run on scikit-learn's ``load_digits`` 0 vs 1 (D = 64).
 
-Printed typos handled here (note §7): ``zeta := max{zeta1, zeta2}`` is read as ``min``; ``T = log(1/sqrt(h eps))/(4 n
+Printed typos handled here: ``zeta := max{zeta1, zeta2}`` is read as ``min``; ``T = log(1/sqrt(h eps))/(4 n
 Xmax)`` as ``log(1/(sqrt(h) eps))/(4 n Xmax)`` (what the proof of Lemma 3 uses; the larger window, so the stronger
-statement); ``xi = mu^2`` exactly (note §2.1, derived).
+statement); ``xi = mu^2`` exactly (Lemma 9, derived here).
 
 flowlib limitation met here: the event detection is relative to ``max|theta|``, so once the live neurons are ~1e12
 times larger than a dead one, that dead neuron gets spurious ``stick``/``tie`` events and the sticking projection
@@ -84,8 +85,8 @@ def data_mu(X, y) -> float:
 
 def initial_shape(h: int, X, y, seed: int, adversarial: int = 0):
     """``W0`` (rows ``N(0, I/D)``) and signs ``s`` (+-1 at random); the first ``adversarial`` rows are replaced by
-    V_+ neurons at cos 0.99 to ``x_-`` and the next ``adversarial`` by V_- neurons at cos 0.99 to ``x_+`` (note VC4:
-    inits deep in the wrong cone, the longest activation paths)."""
+    V_+ neurons at cos 0.99 to ``x_-`` and the next ``adversarial`` by V_- neurons at cos 0.99 to ``x_+``
+    (inits deep in the wrong cone, the longest activation paths)."""
     rng = np.random.default_rng(seed)
     D = X.shape[1]
     W0 = rng.standard_normal((h, D)) / np.sqrt(D)
@@ -120,7 +121,7 @@ def harmonic(k: int) -> float:
 def constants(X, y, W0, s) -> dict:
     """The constants of Theorem 1's proof (App. C, D) for data ``X, y`` and shape ``W0`` with signs ``s``.
 
-    ``zeta1`` (Lemma 8) in closed form (note §2.1), ``zeta2`` from (26), ``zeta = min(zeta1, zeta2)`` (the paper
+    ``zeta1`` (Lemma 8) in closed form (derived here), ``zeta2`` from (26), ``zeta = min(zeta1, zeta2)`` (the paper
     prints max), ``xi = mu^2`` (Lemma 9, exact), ``C_dwell = 4/(min(zeta, xi) sqrt(mu) Xmin)``, the alignment time
     ``t1 = 16 log n/(min(zeta, xi) sqrt(mu) Xmin)`` and its sharper path form ``T(P_max)``, the eps conditions of (28)
     (``eps2`` as ``log10``), and ``alpha`` of the O(1/t) rate.
@@ -414,7 +415,7 @@ def X_sum(prob: fl.Problem):
 # 002-crossing-eps2
 # ------------------------------------------------------------------------------------------------------------------
 
-#: App. A.2 two-point data with delta = 0.1 and the note's VC2 neuron at angle -1.2 (x1-only active) plus an S_+ one
+#: App. A.2 two-point data with delta = 0.1 and a V_+ neuron at angle -1.2 (x1-only active) plus an S_+ one
 A2_DELTA, A2_PHI0, A2_COMPANION = 0.1, -1.2, 0.7
 
 
@@ -429,8 +430,8 @@ def two_point_params(eps: float, phi0: float = A2_PHI0, companion: float = A2_CO
 
 
 def two_point_limit(delta: float = A2_DELTA, phi0: float = A2_PHI0) -> float:
-    """eps -> 0 time at which a V_+ neuron at angle ``phi0 in (-pi/2, -delta)`` enters S_+ (note §4.5, closed form of
-    the reduced flow (4)): ``ln(tan(|phi0|/2) / tan(delta/2))``."""
+    """eps -> 0 time at which a V_+ neuron at angle ``phi0 in (-pi/2, -delta)`` enters S_+ (closed form of the reduced
+    flow (4) in a fixed activation pattern): ``ln(tan(|phi0|/2) / tan(delta/2))``."""
     return math.log(math.tan(abs(phi0) / 2) / math.tan(delta / 2))
 
 
@@ -445,7 +446,7 @@ def _slope(x, y) -> float:
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
-@claim("002-crossing-eps2", "note §1.4, §4.5 (App. A.2); Lemma 1",
+@claim("002-crossing-eps2", "App. A.2 (Figs. 7, 8); Lemma 1",
        "The flow depends on eps only through eps^2: its event times converge to the eps -> 0 (reduced flow (4)) "
        "limit at rate eps^2; on App. A.2's two points (delta = 0.1) the limit is ln(tan(0.6)/tan(0.05))")
 def crossing_eps2(ctx: Context) -> Outcome:
@@ -504,7 +505,7 @@ def crossing_eps2(ctx: Context) -> Outcome:
         passed=passed,
         detail=(f"App. A.2 (delta = 0.1, neuron at angle -1.2 with an S_+ companion): crossing time - "
                 f"ln(tan 0.6/tan 0.05) = {dev_a2[0]:.3e}, {dev_a2[2]:.3e}, {dev_a2[4]:.3e} at eps = 1e-2, 1e-3, 1e-4 "
-                f"(note: 6.6e-2, 6.3e-4, 6.3e-6), (t - limit)/eps^2 = {const_a2[-1]:.4f} at eps = 1e-6; at eps = 0.1 "
+                f"(cf. 6.6e-2, 6.3e-4, 6.3e-6), (t - limit)/eps^2 = {const_a2[-1]:.4f} at eps = 1e-6; at eps = 0.1 "
                 f"the neuron never crosses (the companion fits the data first): {never_at_01}. Multi-neuron data of "
                 f"002-alignment-bounds: every event time against a run at eps = {eps_ref:g}, events matched by "
                 f"(neuron, sample, side)."),

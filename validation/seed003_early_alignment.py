@@ -3,16 +3,16 @@
 Claims checked on the exact flow (paper units: ReLU, loss ``(1/(2n)) sum (h - y)^2``, flow time of that loss):
 
 * ``003-lemma1-balancedness`` (Lemma 1, App. C.1): ``a_j^2 - |w_j|^2 - b_j^2`` is conserved by the flow; one GD
-  step changes it by exactly ``eta^2 (g_a^2 - |g_w|^2 - g_b^2)`` (note 003 §2.1), so GD drifts by ``O(eta)`` at a
+  step changes it by exactly ``eta^2 (g_a^2 - |g_w|^2 - g_b^2)`` (exact algebra), so GD drifts by ``O(eta)`` at a
   fixed flow time.
 * ``003-early-alignment-exponent`` (Theorem 1 (ii)): at ``tau = eps ln(1/lam)/D_max`` the misalignment is
   ``O(lam^(eps |D|/D_max))``; the flow shows the sharper exponent ``2 eps |D|/D_max`` of the closed form
-  ``|D| (1 - tanh(|D| tau + artanh p0))`` (note 003 §2.3, V3).
+  ``|D| (1 - tanh(|D| tau + artanh p0))`` inside one cell.
 * ``003-three-point-stuck`` (§6, App. B.1, Theorem 2): balanced (and dominated) small initialisations stop at the
-  spurious loss ``256/2925`` (verified.md item 3); slightly unbalanced ones escape to a global minimum (§5).
+  spurious loss ``256/2925`` (recomputed exactly); slightly unbalanced ones escape to a global minimum (§5).
 * ``003-thm2-ols-on-data-cone`` (Theorem 2 / Theorem 4, Eq. 11; paper-wrong): the limit network equals the OLS
-  line ``x^T beta*`` on the data's cone, not "for any x in R^2" as printed (note 003 §7 item 14).
-* ``003-sliding-v10`` (Lemmas 12-13, note 003 §3.2 / V10): positive neurons slide on the hyperplane of the
+  line ``x^T beta*`` on the data's cone, not "for any x in R^2" as printed.
+* ``003-sliding-v10`` (Lemmas 12-13; two-point example V10): positive neurons slide on the hyperplane of the
   negatively labelled point with Filippov multiplier ``0.4 (1 - h(x1)) / (1 + h(x2))``; GD chatters there with an
   amplitude ``O(eta)``.
 
@@ -35,7 +35,7 @@ from .core import Context, Outcome, claim
 
 EPS = np.finfo(float).eps
 
-# ----- App. B.1 three-point data (note 003 §4.1, verified.md item 3) ------------------------------------------
+# ----- App. B.1 three-point data (beta* and the spurious loss recomputed exactly) -------------------------------
 B1_X = np.array([-0.75, -0.5, 0.125])
 B1_Y = np.array([1.1, 0.1, 0.8])
 BETA_STAR = (Fraction(-4, 65), Fraction(251, 390))  # OLS (slope, intercept)
@@ -43,7 +43,7 @@ L_STAR = Fraction(256, 2925)  # (1/(2n)) sum (x^T beta* - y)^2, the spurious los
 D_STAR = np.array([-31 / 120, 2 / 3])  # (1/n) sum y_k x~_k, the only extremal vector; |D*| = D_max
 D_MAX = math.sqrt(7361) / 120
 
-# ----- V10 sliding example (note 003 §3.2, §6 V10) -------------------------------------------------------------
+# ----- V10 sliding example (a neuron on a hyperplane, Lemmas 12-13) -------------------------------------------
 V10_X = [[1.0, 0.0], [0.5, 1.0]]
 V10_Y = [1.0, -1.0]
 V10_D_BOTH = np.array([0.25, -0.5])  # D_u of the cone where both points are active
@@ -90,7 +90,7 @@ def gd_balancedness_step(problem: fl.Problem, states: np.ndarray, lr: float):
     """Measured and predicted one-step changes of ``a_j^2 - |w_j|^2 - b_j^2`` along recorded-every-step GD states.
 
     Measured: ``(a' - a)(a' + a) - sum (w' - w)(w' + w)`` (differences of nearby floats are exact); predicted
-    (note 003 §2.1): ``lr^2 (g_a^2 - |g_w|^2 - g_b^2)`` at the earlier iterate. With ``a' = a - lr g_a`` and
+    (exact algebra): ``lr^2 (g_a^2 - |g_w|^2 - g_b^2)`` at the earlier iterate. With ``a' = a - lr g_a`` and
     ``w' = w - lr g_w`` the cross terms cancel because ``sigma(z) = sigma'(z) z`` for ReLU (any ``sigma'(0)``).
     Both of shape ``(K - 1, m)``.
     """
@@ -115,7 +115,7 @@ def _random_square_problem(seed: int, n: int = 10, d: int = 4):
     return fl.Problem(X, y, loss="square", reduction="mean", bias=True, train_outer=True)
 
 
-@claim("003-lemma1-balancedness", "Lemma 1 (App. C.1); note 003 §2.1, V1",
+@claim("003-lemma1-balancedness", "Lemma 1 (App. C.1)",
        "a_j^2 - |w_j|^2 - b_j^2 is constant along the flow (any init); one GD step changes it by exactly "
        "eta^2 (g_a^2 - |g_w|^2 - g_b^2) <= 0 for |w| <= |a|, so GD drifts by O(eta^2) per step, O(eta) at fixed t")
 def lemma1_balancedness(ctx: Context) -> Outcome:
@@ -219,7 +219,7 @@ def lemma1_balancedness(ctx: Context) -> Outcome:
                 f"to {worst_rounding:.2f} eps |theta_j|^2 (largest relative error {worst_relative:.1e}). The change is "
                 f"<= 0 while |(w_j, b_j)| <= |a_j| (Cauchy-Schwarz), so the first step from the balanced init "
                 f"lowers a_j^2 - |w_j|^2 - b_j^2 below 0; after that steps of either sign occur (largest "
-                f"{max_positive:.1e}): the note's 'always shrinks the gap' needs |w| <= |a|."),
+                f"{max_positive:.1e}): 'every step shrinks the gap' needs |w| <= |a|."),
         plots=plots,
         data={"flow": flow_drift, "max_flow_drift": max_flow_drift, "gd": gd_rows, "slope_one_step": slope_one,
               "slope_fixed_t": slope_total, "worst_rounding_ratio": worst_rounding,
@@ -233,7 +233,7 @@ def misalignment_closed_form(lam: float, eps: float, offset: float, norm_d: floa
     """``|D| (1 - tanh(|D| tau + artanh p0))``, ``tau = eps ln(1/lam)/D_max``, ``p0 = cos(offset)`` (h = 0 limit).
 
     The direction ``p = <w/a, D/|D|>`` of a balanced neuron inside the cone of an extremal ``D`` obeys
-    ``p' = |D| (1 - p^2)`` while ``h = 0`` (note 003 §2.3), hence the misalignment ``|D| - <D, w/a>`` at ``tau``.
+    ``p' = |D| (1 - p^2)`` while ``h = 0`` (inside one cell), hence the misalignment ``|D| - <D, w/a>`` at ``tau``.
     Written with ``1 - tanh x = 2/(e^{2x} + 1)`` (no cancellation).
     """
     x = norm_d * eps * math.log(1.0 / lam) / d_max + math.atanh(math.cos(offset))
@@ -259,7 +259,7 @@ def single_neuron_misalignment(lam: float, eps: float, offset: float) -> tuple:
     return float(np.linalg.norm(D_STAR) - D_STAR @ direction), tau, res
 
 
-@claim("003-early-alignment-exponent", "Theorem 1 (ii), Eq. 8 / 32 / 36; note 003 §2.3, V3",
+@claim("003-early-alignment-exponent", "Theorem 1 (ii), Eq. 8 / 32 / 36",
        "at tau = eps ln(1/lam)/D_max a Condition-1 neuron's misalignment |D| - <D, w/a> is "
        "O(lam^(eps |D|/D_max)) (printed); the flow shows exponent 2 eps |D|/D_max, the theorem's is valid but loose")
 def early_alignment_exponent(ctx: Context) -> Outcome:
@@ -315,9 +315,9 @@ def early_alignment_exponent(ctx: Context) -> Outcome:
         detail=(f"One balanced positive neuron (m = 1) on the App. B.1 data at angle(D*) +- 0.3 rad (inside the "
                 f"cone of D*, |D*| = D_max = {D_MAX:.10f}), exact flow to tau for lam = {lams[0]:g} ... "
                 f"{lams[-1]:g}. The theorem's exponent eps |D|/D_max holds but is loose by a factor 2: the paper's "
-                f"proof uses tanh x >= 1 - e^(-x) (note 003 §2.3); the data fit 2 eps |D|/D_max, and the flow agrees "
+                f"proof uses tanh x >= 1 - e^(-x); the data fit 2 eps |D|/D_max, and the flow agrees "
                 f"with the closed form to {worst_cf:.1e} relative for lam <= 1e-4. mis(1e-3) = {ref[1e-3]:.5e}, "
-                f"mis(1e-6) = {ref[1e-6]:.5e} at eps = 0.25 (note: 1.0322e-3, 3.2662e-5). The theorem's constant "
+                f"mis(1e-6) = {ref[1e-6]:.5e} at eps = 0.25 (separately: 1.0322e-3, 3.2662e-5). The theorem's constant "
                 f"(Eq. 37, ~1.7e24 for alpha0 = 1) makes the absolute bound vacuous; only the exponent is testable."),
         plots=plots,
         data={"fits": fits, "rows": rows, "worst_rel_closed_form": worst_cf, "mis_1e-3": ref[1e-3],
@@ -366,7 +366,7 @@ INIT_FACTORS = {"balanced": 1.0, "dominated": 1.2, "unbalanced": 0.9}
 UNBALANCED_MAX_STEPS = 50_000
 
 
-@claim("003-three-point-stuck", "§6, App. B.1, Theorem 2, §5 (nature of the stationary point); verified.md item 3",
+@claim("003-three-point-stuck", "§6, App. B.1, Theorem 2, §5 (nature of the stationary point)",
        "on the App. B.1 data (x = (-0.75, -0.5, 0.125), y = (1.1, 0.1, 0.8)) balanced and dominated small "
        "initialisations (lam = 1e-3) converge to the spurious loss 256/2925 although 0 is reachable; a slightly "
        "unbalanced one (|a_j| = 0.9 |(w_j, b_j)|) escapes to a global minimum")
@@ -478,7 +478,7 @@ def network_outputs(params: fl.Params, x: np.ndarray) -> np.ndarray:
     return np.maximum(z, 0.0) @ params.a
 
 
-@claim("003-thm2-ols-on-data-cone", "Theorem 2, Theorem 4, Eq. 11; note 003 §7 item 14",
+@claim("003-thm2-ols-on-data-cone", "Theorem 2, Theorem 4, Eq. 11",
        "printed: the limit satisfies h(x) = x^T beta* for any x in R^2; holds: h = x^T beta* on the cone spanned by "
        "the data (x in [-0.75, 0.125] with bias 1) and h(x) = max(x^T beta*, 0) + O(lam^2) beyond, so not on R^2",
        expect="paper-wrong")
@@ -543,7 +543,7 @@ def ols_on_data_cone(ctx: Context) -> Outcome:
 # ===== V10: sliding on the hyperplane of a negatively labelled point ============================================
 
 def v10_problem() -> fl.Problem:
-    """Note 003 V10: ``x1 = (1, 0), y1 = 1; x2 = (0.5, 1), y2 = -1``, no bias, ReLU, half mean-square loss."""
+    """V10: ``x1 = (1, 0), y1 = 1; x2 = (0.5, 1), y2 = -1``, no bias, ReLU, half mean-square loss."""
     return fl.Problem(X=V10_X, y=V10_Y, loss="square", reduction="mean", bias=False, train_outer=True)
 
 
@@ -571,7 +571,7 @@ def v10_closed_form(lam: float, phi0: float, t: float) -> dict:
 
 
 def v10_multiplier_closed_form(h: np.ndarray, sample: int) -> float:
-    """Filippov multiplier that keeps ``<w, D(s)>`` tangent to the surface of ``sample`` (note 003 §3.2).
+    """Filippov multiplier that keeps ``<w, D(s)>`` tangent to the surface of ``sample``.
 
     ``D(s) = (1/n)(s r_k x_k + r_other x_other)`` with residuals ``r = y - h``: tangent to ``x2`` (positive neuron
     on ``<w, x2> = 0``) at ``s = -r1 <x1, x2> / (r2 |x2|^2) = 0.4 (1 - h1)/(1 + h2)``; to ``x1`` (negative neuron on
@@ -592,7 +592,7 @@ def _chatter_cos(gd, t_from: float, t_to: float) -> float:
     return float(np.max(np.abs(w @ x2) / (np.linalg.norm(w, axis=1) * np.linalg.norm(x2))))
 
 
-@claim("003-sliding-v10", "Lemmas 12-13 (App. D.6); note 003 §3.2, V10",
+@claim("003-sliding-v10", "Lemmas 12-13 (App. D.6)",
        "x1 = (1, 0), y1 = 1; x2 = (0.5, 1), y2 = -1: a positive neuron reaches <w, x2> = 0 at the closed-form time "
        "and slides there (Filippov multiplier 0.4 (1 - h1)/(1 + h2) -> 0.4, direction (2, -1)/sqrt 5, pattern "
        "constant: Lemma 13); GD chatters around that ray with amplitude O(eta)")
@@ -674,7 +674,7 @@ def sliding_v10(ctx: Context) -> Outcome:
     dist_slope = _fit_slope(lrs, [c["max_distance"] for c in chatter])
     gd_ok = abs(cos_slope - 1.0) <= 0.1 and all(c["flips"] > 0 for c in chatter)
 
-    # the note's ensemble number: median |cos angle(w, x2)| of GD over the flow's sliding positive neurons at t = 6
+    # ensemble number: median |cos angle(w, x2)| of GD over the flow's sliding positive neurons at t = 6
     median_cos = {}
     for lr in (1e-2, 1e-3):
         gd = fl.gradient_descent(prob, p0, lr, int(round(t_end / lr)), record_every=int(round(t_end / lr)))
@@ -747,7 +747,7 @@ def sliding_v10(ctx: Context) -> Outcome:
                 f"chatter |cos angle(w, x2)| = {amps} at lr = "
                 f"{lrs_text} (slope {cos_slope:.3f}); median over the ensemble's "
                 f"sliding neurons at t = 6: {median_cos[1e-2]:.2e} (lr 1e-2), {median_cos[1e-3]:.2e} (lr 1e-3); "
-                f"note 003: 1.2e-3, 1.2e-4."),
+                f"an independent run: 1.2e-3, 1.2e-4."),
         plots=plots,
         data={"single": single, "ensemble": ensemble, "chatter": chatter, "chatter_cos_slope": cos_slope,
               "distance_slope": dist_slope, "median_cos": {str(k): v for k, v in median_cos.items()}})

@@ -1,12 +1,13 @@
 """Seed 004 (Wang & Pilanci, "The Convex Geometry of Backpropagation", ICLR 2022): the exact flow against the
 convex program.
 
-Model (paper §1.2, Eq. 3; note 004 §1): ``f(x) = sum_i a_i relu(w_i . x)``, no bias, outer layer trained, **sum** of
+Model (paper §1.2, Eq. 3): ``f(x) = sum_i a_i relu(w_i . x)``, no bias, outer layer trained, **sum** of
 logistic losses, small balanced initialisation ``|w_i| = |a_i|`` (Lemma 1). Data: App. F.1 (``F1``, orthogonally
 separable, not spike-free), App. F.2 (``F2``, ``y = (1, 1)``) and random orthogonally separable (OS) sets
 (:func:`flowlib.examples.orthogonally_separable`).
 
-Claims (ids ``004-*``; reference numbers from ``shared/notes/verified.md`` item 1 and note 004 §§2-4):
+Claims (ids ``004-*``; reference numbers: closed forms recomputed in mpmath, see docs/design.md, Reference values
+derived for the checks):
 
 * ``004-convex-program`` (Prop. 2, Eq. 14): CVXPY's optimum ``P*`` of the group-l1 program over all hyperplane
   arrangements equals the closed forms ``1/|x1| + 1/|x2|`` (F1), ``|X^-1 1|`` (F2) and the OS shortcut
@@ -41,7 +42,7 @@ from flowlib import asymptotics, examples
 
 from .core import Context, Outcome, claim
 
-#: verified.md item 1 (mpmath closed forms)
+#: closed forms recomputed in mpmath (docs/design.md, Reference values derived for the checks)
 P_STAR = {"F1": 1.28243222467676176, "F2": 0.733581897125772865}
 #: the random OS data sets (n, d, data seed); the first two in quick mode
 OS_SETS = ((8, 3, 0), (10, 3, 1), (12, 4, 2), (16, 5, 3))
@@ -67,7 +68,7 @@ def problem(X, y) -> fl.Problem:
 
 
 def closed_form_p_star(case: str, dps: int = 40):
-    """P* of F1 (``1/|x1| + 1/|x2|``) and F2 (``|X^-1 1|``) in mpmath (note 004 §4.1-4.2)."""
+    """P* of F1 (``1/|x1| + 1/|x2|``) and F2 (``|X^-1 1|``) in mpmath (App. F.1, F.2)."""
     X, _ = paper_data(case)
     with mp.workdps(dps):
         M = mp.matrix([[mp.mpf(v) for v in row] for row in X])
@@ -96,7 +97,7 @@ def min_norm_halfspace(Xc):
 
 
 def os_optimum(X, y):
-    """The OS shortcut (note 004 §2.11): ``u_+-`` (per class min-norm QPs), ``P* = |u+| + |u-|``, ``lambda*``
+    """The OS shortcut (Theorem 4, Prop. 4): ``u_+-`` (per class min-norm QPs), ``P* = |u+| + |u-|``, ``lambda*``
     (``lambda_n = y_n mu_n / |u_{y_n}|``) and the support (samples with a tight margin)."""
     lam = np.zeros(len(y))
     us = {}
@@ -134,7 +135,7 @@ def case_name(case) -> str:
 
 def arrangements(X, extra=(), samples: int = 20000, seed: int = 0):
     """Hyperplane arrangements ``1(X u >= 0)`` as rows of a 0/1 array. d = 2: exact (every critical angle and
-    midpoint); otherwise ``samples`` Gaussian directions plus the patterns of the ``extra`` vectors (note 004 §3)."""
+    midpoint); otherwise ``samples`` Gaussian directions plus the patterns of the ``extra`` vectors."""
     X = np.asarray(X, float)
     if X.shape[1] == 2:
         base = np.arctan2(X[:, 1], X[:, 0])
@@ -205,7 +206,7 @@ def solve_dual(X, y, pats, printed: bool = False):
 # ----------------------------------------------------------------------------------------------------------------
 def certificate_nnls(X, lam, pats):
     """``C(lambda)`` as the max over arrangements and signs of the NNLS residual
-    ``min_{z >= 0} |+-X^T D_j lambda + X^T (2 D_j - I) z|`` (conic duality, note 004 §2.7)."""
+    ``min_{z >= 0} |+-X^T D_j lambda + X^T (2 D_j - I) z|`` (conic duality; Theorem 3, App. B.3)."""
     best = 0.0
     for row in pats:
         A = (X.T * (2 * row - 1))  # columns (2D-I)_nn x_n
@@ -265,8 +266,8 @@ def init_with_both_signs(X, y, m: int, scale: float, seed: int):
 
 
 def flow_init(case, m: int, scale: float, seed: int):
-    """F1 / F2: ``examples.convex_geometry(case, m, scale, seed=1)`` (seed 1: (9)-neurons of both signs, issue-5
-    reference §3.2); OS data: :func:`init_with_both_signs`."""
+    """F1 / F2: ``examples.convex_geometry(case, m, scale, seed=1)`` (seed 1: (9)-neurons of both signs); OS
+    data: :func:`init_with_both_signs`."""
     X, y, ref = reference(case)
     if isinstance(case, str):
         prob, p0 = examples.convex_geometry(case, m=m, scale=scale, seed=1)
@@ -281,7 +282,7 @@ def margins(prob, states):
 
 
 def recover_lambda(X, y, state, tol_live=1e-2, tol_support=30.0):
-    """KKT multiplier of the normalised state (note 004 §2.6): ``theta_bar = theta / sqrt(q_min)``, support
+    """KKT multiplier of the normalised state (Prop. 3, App. B.2): ``theta_bar = theta / sqrt(q_min)``, support
     ``q_n - q_min <= tol_support`` (the samples whose loss weight ``lambda~_n ~ e^-q_n`` is within ``e^-30`` of the
     largest: a support margin is ``q_min + O(1)``, any other one ``q_min (1 + c)``; a fixed threshold on
     ``q_n / q_min`` mistakes near-tight samples for support), NNLS for ``mu >= 0`` in ``w_i = a_i X^T D_i (y o mu)``
@@ -375,7 +376,7 @@ def convex_program(ctx: Context) -> Outcome:
         measured=f"max rel err {worst:.2e}; max |P*-D*|/P* {max(r['duality_gap'] for r in rows):.2e}",
         bound="<= 1e-7 (Clarabel, tolerances 1e-12)", passed=passed,
         detail=("Arrangements: exact enumeration for d = 2 (p = 4 for F1 and F2), 20000 sampled directions plus the "
-                "patterns of u+- otherwise. References: mpmath closed forms for F1/F2 (equal to verified.md to "
+                "patterns of u+- otherwise. References: mpmath closed forms for F1/F2 (equal to a recomputation to "
                 "1e-17) and the exact OS shortcut |u+| + |u-| (active-set KKT solve) for the random OS sets. The "
                 "dual is (129) with one '+' sign (the printed form is unbounded, see 004-dual-program). "
                 + "; ".join(f"{r['case']}: P* = {r['p_star_cvxpy']:.12f} vs {r['p_star_reference']:.12f}, "
@@ -482,7 +483,7 @@ def dual_program(ctx: Context) -> Outcome:
         bound="D* = P* to 1e-7; printed form unbounded", passed=passed,
         detail=("Eq. (129) prints |X^T D_j lam - X^T (2D_j - I) z_{j,+}| <= 1 and the same with z_{j,-}: both say "
                 "max over the cone of -lam^T D_j X u <= 1, so lam_n -> +inf on a positive sample stays feasible and "
-                "y^T lam is unbounded (CVXPY reports it). With '+' in the first constraint (note 004 §3 item 3) "
+                "y^T lam is unbounded (CVXPY reports it). With '+' in the first constraint "
                 "the dual equals P* and its solution is lambda*."),
         plots=[ctx.save(fig, "004-dual-program")], data={"cases": rows})
 
@@ -495,7 +496,7 @@ def flow_limit_run(case, log_t_end: float, m: int = 10, scale: float = 1e-3, see
     merged neurons at log times ``geomspace(10, L, 25)``, the last four being exactly ``L/8, L/4, L/2, L``.
 
     Extrapolations (Richardson, :func:`flowlib.asymptotics.richardson`): the margin in ``1/q_min`` (order 2 over
-    ``L/4, L/2, L``: the series of a 2-homogeneous net, issue-5 reference §3.4); the merged neuron
+    ``L/4, L/2, L``: the series of a 2-homogeneous net); the merged neuron
     ``beta_s = sum_{s_i = s} |a_i| w_i / q_min`` in ``1/sqrt(q_min)`` (order 3 over the last four): each live
     neuron is ``c_i(t) u_s + r_i`` with a transverse part ``r_i`` frozen once the late-phase active set is reached
     and ``|w_i| ~ sqrt(ln t)``, so directions converge like ``(ln t)^-1/2`` unless the support spans the neuron's
@@ -586,7 +587,7 @@ def flow_limit(ctx: Context) -> Outcome:
         passed=passed,
         detail=(f"flowlib log-time flow to ln t = {L:.0e} (m = 10, balanced scale 1e-3; F1/F2 init seed 1, OS data the "
                 "first seed with (9)-neurons of both signs). Margin: Richardson (order 2) in 1/q_min over "
-                "ln t = L/4, L/2, L, against verified.md's 1/(2P*) (F1, F2) and the exact OS shortcut (random OS; "
+                "ln t = L/4, L/2, L, against the exact 1/(2P*) (F1, F2) and the exact OS shortcut (random OS; "
                 "equal to CVXPY, see 004-convex-program). The gap decays like 1/ln t on all sets, but the live "
                 "neurons' directions converge like (ln t)^-1/2 on F1 and the OS sets (a frozen transverse part "
                 "over |w| ~ sqrt(ln t)), like 1/ln t on F2 only; the merged neuron sum_i |a_i| w_i / q_min, "
@@ -676,7 +677,7 @@ def dual_certificate(ctx: Context) -> Outcome:
                 "QPs). C(lambda) = max over arrangements and signs of the NNLS residual min_{z>=0} "
                 "|+-X^T D_j lambda + X^T (2D_j - I) z|, and in 2-D also exactly (arc by arc). Flow multiplier: "
                 "theta/sqrt(q_min), support q_n - q_min <= 30, NNLS for w_i = a_i X^T D_i lambda over live neurons "
-                "(note 004 §2.6), Richardson in 1/q_min over ln t = L/4, L/2, L. "
+                "(Prop. 3), Richardson in 1/q_min over ln t = L/4, L/2, L. "
                 + "; ".join(f"{r['case']}: |lambda_flow - lambda*| {r['lam_flow_end_err']:.1e}, KKT residual "
                             f"{r['kkt_residual_end']:.1e}, C - 1 {r['cert_flow_end'] - 1:.1e}" for r in rows)),
         plots=[ctx.save(fig, "004-dual-certificate")], data={"log_t_end": L, "cases": rows})
@@ -874,7 +875,7 @@ def alignment_time(ctx: Context) -> Outcome:
        "|lambda~_n - y_n/2| <= |q_n|/4, and a neuron in a fixed cell aligns like cos = tanh(g0 t + atanh z0) "
        "with g0 = |g(sigma, y/2)|", expect="paper-wrong")
 def lambda_half(ctx: Context) -> Outcome:
-    # (a) single neuron on F1 (note 004 V8): s = +1, u0 = (cos -60deg, sin -60deg): only x1 active, g0 = |x1|/2
+    # (a) one neuron on F1 in one cell (Lemma 3): s = +1, u0 = (cos -60deg, sin -60deg): only x1 active, g0 = |x1|/2
     X, y = paper_data("F1")
     prob = problem(X, y)
     scale = 1e-6
@@ -925,7 +926,7 @@ def lambda_half(ctx: Context) -> Outcome:
         detail=("The paper says lambda~ ~ y/4 when q ~ 0 and |lambda~|_inf <= 1/4 (§4, Eqs. 24, 76, 79), confusing "
                 "-l'(0) = 1/2 with max l'' = 1/4. Measured: lambda~(0) = y/2 up to O(scale^2), |lambda~| reaches "
                 f"{lam_inf:.4f} > 1/4, the corrected Lemma-2 bound |lambda~_n - y_n/2| <= |q_n|/4 holds along the F1 "
-                f"and F2 flows (max excess {max(lemma2):.1e}), and the single-cell alignment of note 004 V8 follows "
+                f"and F2 flows (max excess {max(lemma2):.1e}), and one F1 neuron's single-cell alignment follows "
                 "tanh(g0 t + atanh z0) with g0 = |x1|/2 = 0.857817 (not |x1|/4). The printed T* (Eq. 26) is "
                 "therefore about 2x loose but still valid (004-alignment-time)."),
         plots=[ctx.save(fig, "004-lambda-half")],
@@ -992,7 +993,7 @@ def spike_free(ctx: Context) -> Outcome:
     return Outcome(
         measured=f"F1 {vals['F1']:.15f}, F2 {vals['F2']:.15f}",
         bound="F1 1.222195075122607 (> 1); F2 = 1 +- 1e-12", passed=passed,
-        detail=("For invertible X, Def. 2 / Eq. (30) reduce to max_{|u|=1} |X^-1 (Xu)_+| <= 1 (note 004 §1.1); "
+        detail=("For invertible X, Def. 2 / Eq. (30) reduce to max_{|u|=1} |X^-1 (Xu)_+| <= 1; "
                 "computed exactly arc by arc and on a 2e5-angle grid. F1's value equals |x1| |X^-1 e1| (analytic). "
                 "App. F.2 is headed 'EXPERIMENT ON SPIKE-FREE DATASET' but its text and the captions of Figs. 8-10 "
                 "say 'non-spike-free'; by Def. 2 F2 is spike-free, marginally (the spike tips land exactly on the "

@@ -1,4 +1,4 @@
-"""Peers and exact references for the benchmarks (:mod:`flowlib.bench`; ``notes/integrators.md`` §5).
+"""Peers and exact references for the benchmarks (:mod:`flowlib.bench`; the designs are described in BENCHMARKS.md).
 
 Modules
 -------

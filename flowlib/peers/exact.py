@@ -1,16 +1,16 @@
-"""Closed forms and event-by-event mpmath references for the benchmark problems (``notes/integrators.md`` §3, §5).
+"""Closed forms and event-by-event mpmath references for the benchmark problems (BENCHMARKS.md).
 
 Everything here is computed from the mathematics alone (numpy and mpmath, no flowlib code), at ``DPS = 40``
 digits unless stated, and returned as float64 numbers (plus mpf where the benchmark reports digits):
 
-* :func:`e1_exact`: E1, one ReLU neuron sliding on ``<w, x_1> = 0`` after ``t* = 1.5592639816...`` (§3 E1);
+* :func:`e1_exact`: E1, one ReLU neuron sliding on ``<w, x_1> = 0`` after ``t* = 1.5592639816...``;
 * :func:`seed000_exact`: seed 000's two-neuron network, decoupled ``u/v`` closed form through both sticking kinks
-  (note 000 §1.8);
+  (docs/design.md, Reference values derived for the checks);
 * :func:`leaky_crossing_exact`: one leaky-ReLU neuron crossing its only hyperplane at ``ln((w0 - y)/(-y))``;
 * :func:`affine_cells_exact`: square loss, fixed outer layer, no bias: the flow is affine in each cell, solved
   by the exponential of the augmented matrix through a prescribed sequence of crossings (B1's two crossings in
   one step);
-* :data:`TWIST_T_ACC`: accumulation time of the twisting oscillator (§3 E3), ``2 sqrt 2 + (2/3) sqrt 6``;
+* :data:`TWIST_T_ACC`: accumulation time of the twisting oscillator (E3), ``2 sqrt 2 + (2/3) sqrt 6``;
 * :func:`oscillator_exact`: nosnoc's oscillator (B7), ``x(t) = e^{t-1} (cos w(t-1), -sin w(t-1))`` after the
   switch at ``t = 1``;
 * :func:`switched_single_surface`: exact event-by-event solution of ``x' = A0 x + c0 + sigma c1`` with one linear
@@ -30,7 +30,7 @@ __all__ = ["DPS", "TWIST_T_ACC", "affine_cells_exact", "e1_exact", "leaky_crossi
            "seed000_exact", "switched_single_surface"]
 
 DPS = 40
-#: twisting oscillator x1' = x2, x2' = -2 sgn x1 - sgn x2 from (1, 0): Zeno time (notes §3 E3)
+#: twisting oscillator x1' = x2, x2' = -2 sgn x1 - sgn x2 from (1, 0): Zeno time (E3)
 TWIST_T_ACC = "4.4614202866016421631"
 
 
@@ -50,7 +50,7 @@ E1_W0 = (1.0, 0.5)
 
 @lru_cache(maxsize=None)
 def e1_exact(t: float, dps: int = DPS):
-    """E1 of ``notes/integrators.md`` §3: ``w(t)`` and the sliding-entry time ``t*`` (both as mpf pairs).
+    """E1 (BENCHMARKS.md): ``w(t)`` and the sliding-entry time ``t*`` (both as mpf pairs).
 
     ``L = 1/4 sum_k (relu(<w, x_k>) - y_k)^2``, ``x_1 = (1, 0)``, ``x_2 = (1/2, sqrt 3/2)`` (float64),
     ``y = (-1, 1)``, ``a = 1`` frozen, ``w0 = (1, 1/2)``. Phase 1 (both active) is affine,
@@ -91,7 +91,8 @@ def e1_exact(t: float, dps: int = DPS):
 def seed000_exact(theta0, t, dps: int = DPS):
     """Seed 000's network ``relu(w1 x + b1) - relu(w2 x + b2)`` on ``(-1, -1), (1, 1)``, exp loss (mean).
 
-    Decoupled closed form in ``u = w + b``, ``v = w - b`` (note 000 §1.8; requires ``u1 > 0``, ``v2 < 0``): the
+    Decoupled closed form in ``u = w + b``, ``v = w - b`` (docs/design.md, Reference values derived for the checks;
+    requires ``u1 > 0``, ``v2 < 0``): the
     kinks ``v1 = 0`` (neuron 0 on sample 0) and ``u2 = 0`` (neuron 1 on sample 1) are reached at
     ``t_v = -e^{-v2} sinh v1`` and ``t_u = e^{u1} sinh u2`` and stick.
 

@@ -1,8 +1,8 @@
-"""Tiny-step gradient descent as a peer: what every paper does to approximate the flow (issue 7, B6).
+"""Tiny-step gradient descent as a peer: what every paper does to approximate the flow (benchmark B6).
 
 GD is flowlib's own float64 Numba kernel (:func:`flowlib.gradient_descent`, about 1e7 iterations/s on small
 networks) or its mpmath loop (``dps=``): iterate ``k`` approximates the flow at ``t = k lr`` to ``O(lr)``
-(``notes/integrators.md`` §3 E1). :func:`gd_for_accuracy` halves the step until the final iterate is within a
+(measured on E1, BENCHMARKS.md). :func:`gd_for_accuracy` halves the step until the final iterate is within a
 target of the reference, under a wall-clock budget, so the benchmark can time GD *at the accuracy it needs*.
 
 GD's time is its iteration time, ``DescentResult.wall_s``: it excludes the Python objects flowlib builds for the
@@ -89,7 +89,7 @@ def gd_for_accuracy(problem, params0, t_end: float, reference: np.ndarray, *, ta
     reference : ndarray, shape (m, d + 2)
         Packed exact state at ``t_end``.
     target : float
-        Relative accuracy wanted (``1e-6`` in issue 7's acceptance).
+        Relative accuracy wanted (``1e-6`` in the benchmarks' acceptance target).
     lr0 : float
     max_seconds : float
     max_halvings : int

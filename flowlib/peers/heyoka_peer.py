@@ -1,4 +1,4 @@
-"""heyoka.py peers (optional: ``pip install 'flowlib[heyoka]'``), as measured in ``notes/integrators.md`` §2.1, §3.
+"""heyoka.py peers (optional: ``pip install 'flowlib[heyoka]'``); the results are in BENCHMARKS.md.
 
 heyoka is the fastest Taylor integrator with event detection; it knows nothing of sliding, Zeno or sticking, so the
 two ways a user would hand it the ReLU gradient flow are the peers:
@@ -16,7 +16,7 @@ Both run under a budget so nothing hangs: at most ``max_events`` events (the cal
 livelock guard (``livelock_events`` events at one instant), and a step callback that stops the run past
 ``max_nfev`` right-hand-side evaluations (counted as steps times the Taylor order) or ``max_seconds``. heyoka's
 own warnings ("deducing a cooldown of zero ...") are silenced with ``hy.set_logger_level_error()``; uncapped, the
-E4 livelock printed more than 3e7 of them in nine minutes (§3 E4).
+E4 livelock printed more than 3e7 of them in nine minutes.
 
 The same two schemes exist for switched affine systems (:class:`~flowlib.peers.scipy_peer.SwitchedSystem`:
 twisting oscillator, relay feedback, nosnoc's oscillator), with signs instead of masks (E3).
@@ -85,7 +85,7 @@ class HeyokaResult:
         heyoka's ``d_sgn`` (``+1`` upwards, ``-1`` downwards, ``0`` undetermined).
     n_steps : int
     nfev : int
-        Right-hand-side evaluations, counted as ``n_steps * order`` (``notes/integrators.md`` §5).
+        Right-hand-side evaluations, counted as ``n_steps * order`` (as in BENCHMARKS.md).
     status : str
         ``"ok"``, ``"event_budget"``, ``"livelock"``, ``"nfev_budget"``, ``"time_budget"`` or
         ``"failed: <message>"``.
@@ -298,7 +298,7 @@ def _network_unpack(W, b, a, bias, train_outer):
 
 
 def _mask_flip(log: _Log, k: int):
-    """Terminal-event callback: mask ``k`` set by the crossing direction (E1 (B) / E4 of the notes)."""
+    """Terminal-event callback: mask ``k`` set by the crossing direction (the masks+events scheme; E1, E4)."""
 
     def callback(ta, d_sgn):
         ta.pars[k] = 1.0 if d_sgn > 0 else 0.0
@@ -323,7 +323,7 @@ def build_switched(system, x0, t_end, *, events=False, max_events=10_000, livelo
     t_end : float
     events : bool
         ``False``: ``sign(g) = 2 relup(g) - 1`` in the RHS. ``True``: signs as ``par[k]`` and one terminal event per
-        surface setting ``par[k] = +-1`` by ``d_sgn`` (E3 of the notes).
+        surface setting ``par[k] = +-1`` by ``d_sgn`` (E3).
     max_events, livelock_events, max_nfev, max_seconds
         Budgets.
 

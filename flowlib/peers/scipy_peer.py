@@ -3,8 +3,8 @@
 This module is deliberately independent of :mod:`flowlib`: it re-derives the
 flow from the shared mathematical conventions using only :mod:`numpy` and
 :mod:`scipy`, and integrates it the way a user would do today with
-``scipy.integrate.solve_ivp(method="DOP853")`` (``notes/integrators.md`` §2.2, §5:
-the "event-restart with mask flip" and the "naive RHS" baselines).
+``scipy.integrate.solve_ivp(method="DOP853")`` (BENCHMARKS.md: the "event-restart
+with mask flip" and the "naive RHS" baselines).
 
 Every peer runs under a budget (:class:`Budget`: right-hand-side evaluations and
 wall-clock seconds) so that nothing hangs; the event-restart peers also stop on
@@ -27,7 +27,7 @@ Two network peers are provided:
 and their counterparts for switched affine systems
 ``x' = A0 x + c0 + sum_k sigma_k (A_k x + c_k)``, ``sigma_k = sign(g_k(x))``
 (:class:`SwitchedSystem`; the twisting oscillator, the relay feedback system and
-nosnoc's oscillator of ``notes/integrators.md`` §5, B3 and B7):
+nosnoc's oscillator of benchmarks B3 and B7):
 ``scipy_switched`` (event restart, sign flip) and ``scipy_switched_naive``.
 
 Mathematics (shared conventions)
@@ -86,7 +86,7 @@ class BudgetExceeded(Exception):
 class Budget:
     """Right-hand-side evaluations and wall-clock seconds one peer run may use.
 
-    ``notes/integrators.md`` §5 (common protocol): 3e5 RHS evaluations or 60 s per run, whichever comes first.
+    The common protocol of BENCHMARKS.md: 3e5 RHS evaluations or 60 s per run, whichever comes first.
 
     Parameters
     ----------
@@ -405,7 +405,7 @@ class _Restarts:
 
 
 def _livelocked(event_times, count: int) -> bool:
-    """True when the last ``count`` events lie within ``_SAME_INSTANT`` of one another (``notes`` §5: LIVELOCK)."""
+    """True when the last ``count`` events lie within ``_SAME_INSTANT`` of one another (BENCHMARKS.md: LIVELOCK)."""
     if count is None or len(event_times) < count:
         return False
     first, last = event_times[-count], event_times[-1]
@@ -593,7 +593,7 @@ def scipy_flow(
     finder (``brentq`` with ``xtol = 4 eps``) may still place the re-fire
     within rounding of ``t_e``, so the run typically stalls at a fixed time
     (``"livelock"``) or goes on in the wrong mode (E1 of
-    ``notes/integrators.md`` §3: silently wrong).  Each restart rebuilds the
+    BENCHMARKS.md: silently wrong).  Each restart rebuilds the
     ``n * m`` event callables, which is part of the measured cost.
     """
     X, y, W, b, a, c = _validate(X, y, W, b, a, t_end, loss, reduction, leak, bias)
@@ -750,7 +750,7 @@ class SwitchedSystem:
     """``x' = A0 x + c0 + sum_k sigma_k (A_k x + c_k)`` with ``sigma_k = sign(g_k(x))`` (``-1`` at ``g_k = 0``).
 
     ``g_k(x) = x^T Q_k x + <n_k, x> + beta_k``: linear surfaces (``quadratic=None``) for the twisting oscillator
-    and the relay feedback system, a circle for nosnoc's oscillator (``notes/integrators.md`` §5, B3, B7).
+    and the relay feedback system, a circle for nosnoc's oscillator (benchmarks B3, B7).
 
     Parameters
     ----------
@@ -831,8 +831,8 @@ def scipy_switched(system: SwitchedSystem, x0, t_end, *, rtol=1e-12, atol=None, 
     """Event restart with sign flip for a :class:`SwitchedSystem` (the scheme of :func:`scipy_flow`).
 
     The signs are parameters of a smooth (affine) field; one terminal event per surface flips its sign and
-    restarts DOP853. On the twisting oscillator this is the "scipy restart loop" of ``notes/integrators.md`` §3
-    E3; at a sliding surface it chatters.
+    restarts DOP853. On the twisting oscillator this is the "scipy restart loop" of
+    benchmark B3 (E3); at a sliding surface it chatters.
 
     Parameters
     ----------
