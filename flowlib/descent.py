@@ -152,8 +152,8 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
     The gradient is backpropagation's: ``sigma'(z) = 1`` for ``z > 0``, ``leak`` for ``z < 0`` and ``selection``
     at exactly ``z = 0``. Biases stay 0 without bias and ``a`` stays fixed unless ``problem.train_outer``. Every
     activation flip (iterate ``k`` at which ``z_ij = <w_j, x_i> + b_j`` changes side, ``z > 0`` against
-    ``z <= 0``) is logged. Iterate ``k`` is the gradient-flow approximation at time ``t = k lr`` (docs/design.md, Gradient descent and the comparison with the flow);
-    :func:`flowlib.compare` measures the distance.
+    ``z <= 0``) is logged. Iterate ``k`` is the gradient-flow approximation at time ``t = k lr`` (docs/design.md,
+    Gradient descent and the comparison with the flow); :func:`flowlib.compare` measures the distance.
 
     Parameters
     ----------

@@ -157,9 +157,9 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     The flow is integrated cell by cell (fixed activation pattern) with an adaptive Taylor method; every
     activation event ``<w_j, x_i> + b_j = 0`` is located as the earliest root of the switching function's Taylor
     polynomial inside the step, the step is cut there, and the surfaces reached are classified with the
-    minimal-norm element of the backprop set (docs/design.md, Solution concept): crossing, sliding (the state is held on the
-    surface with the Filippov multiplier, until the multiplier reaches 0/leak or 1), sticking, or a repelling
-    tie. Several events inside one step are all found, in time order.
+    minimal-norm element of the backprop set (docs/design.md, Solution concept): crossing, sliding (the state is
+    held on the surface with the Filippov multiplier, until the multiplier reaches 0/leak or 1), sticking, or a
+    repelling tie. Several events inside one step are all found, in time order.
 
     Parameters
     ----------

@@ -32,7 +32,8 @@ def _check_limit(limit) -> None:
 
 
 class Status(str, enum.Enum):
-    """How a run ended (docs/design.md, Statuses and diagnostics). Compares equal to its string value: ``res.status == "success"``."""
+    """How a run ended (docs/design.md, Statuses and diagnostics). Compares equal to its string value:
+    ``res.status == "success"``."""
 
     SUCCESS = "success"
     INTERRUPTED = "interrupted"
@@ -364,8 +365,8 @@ class FlowResult(_PackedViews):
     def balancedness_drift(self) -> float:
         """``max_t max_j |Delta_j(t) - Delta_j(0)| / max_t max_j (a_j^2 + |w_j|^2 + b_j^2)``.
 
-        Exactly 0 along the flow when ``a`` is trained (docs/design.md, Statuses and diagnostics), whatever ``sigma'(0)``; NaN when ``a``
-        is fixed (the quantity is not conserved then) or a state is not finite.
+        Exactly 0 along the flow when ``a`` is trained (docs/design.md, Statuses and diagnostics), whatever
+        ``sigma'(0)``; NaN when ``a`` is fixed (the quantity is not conserved then) or a state is not finite.
         """
         if not self.problem.train_outer:
             return float("nan")
@@ -380,7 +381,8 @@ class FlowResult(_PackedViews):
     def energy_residual(self) -> float:
         """``|L(t0) - L(t1) - int |theta'|^2 dt| / max(L(t0), int |theta'|^2 dt)`` over the run.
 
-        The energy identity ``dL/dt = -|theta'|^2`` holds exactly along the flow (docs/design.md, Statuses and diagnostics).
+        The energy identity ``dL/dt = -|theta'|^2`` holds exactly along the flow (docs/design.md, Statuses and
+        diagnostics).
         """
         if self.n_steps == 0:
             return 0.0
