@@ -194,13 +194,18 @@ def load(config, *, quick: bool = False, out=None) -> RunConfig:
                      out=_target(out, output, path), plots=_plots(output, path))
 
 
-def _read_toml(path: Path) -> dict:
+def _read_text(path: Path, label: str) -> str:
+    """The UTF-8 text of ``path``; ``ValueError`` starting with ``label`` when it cannot be read or decoded."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"config {path}: not a UTF-8 text file") from None
+        raise ValueError(f"{label}: not a UTF-8 text file") from None
     except OSError as exc:
-        raise ValueError(f"config {path}: cannot be read ({exc.strerror})") from None
+        raise ValueError(f"{label}: cannot be read ({exc.strerror})") from None
+
+
+def _read_toml(path: Path) -> dict:
+    text = _read_text(path, f"config {path}")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -332,12 +337,7 @@ def read_csv(file: Path, label: str) -> np.ndarray:
         Starting with ``label``: the file is not UTF-8 text, holds no rows, has rows of different lengths, or a
         cell that is not a finite number (named by line and column; the cell itself is not echoed).
     """
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{label}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise ValueError(f"{label} cannot be read ({exc.strerror})") from None
+    text = _read_text(file, label)
     rows, width = [], None
     for number, line in enumerate(text.splitlines(), start=1):
         cells = line.split("#", 1)[0].strip()
