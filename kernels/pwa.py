@@ -7,10 +7,27 @@ for affine fields), earliest roots of the switching polynomials and of the equiv
 ``sigma_k = +-1``, and at each event a consistent configuration of the surfaces met (each left upwards, left
 downwards or held with the equivalent control; smallest ``|x'|`` among the consistent ones, as for the network).
 
-Zeno: when the last events repeat the same cycle of surfaces with gaps shrinking by a constant ratio ``r`` per
-cycle, the accumulation time ``t_n + (sum of the last cycle's gaps) r / (1 - r)`` and the limit state (Aitken's
-extrapolation of the states one cycle apart) are computed, a ``zeno`` event is logged and the integration continues
-from the limit, where the surfaces it sits on are classified like any other event.
+Ties: a held surface whose equivalent control is interior and whose one-sided fields both point away from it
+(``<n_k, A_k x + c_k> > 0``: the normal velocity grows with ``sigma_k``) is *repelling*; so is, more generally, a
+surface that consistent configurations treat differently (the solution branches). Such surfaces log a ``tie``.
+With ``TIE_STAY`` the configuration holding the most repelling surfaces is taken (then the smallest ``|x'|``): the
+state stays on a repelling surface with its equivalent control, the regular solution. With ``TIE_LEAVE``
+configurations holding a repelling surface are skipped and the largest ``|x'|`` is taken (the faster side; equal
+speeds go to the first side enumerated, ``sigma_k = -1``).
+
+Zeno: each event instant is recorded (time, ``(surface, side)`` key, state) in a memory of :data:`ZENO_MEMORY`
+instants. When the keys of the last ``3 p + 1`` instants repeat with a period ``p <= ZENO_MAX_CYCLE``, the times
+``S_j`` one cycle apart (``S_0`` the latest) are extrapolated by Aitken's delta-squared process,
+``A_n = S_0 + D_1 r / (1 - r)`` with ``D_1 = S_0 - S_1``, ``r = D_1 / D_2``; the same estimate one cycle earlier,
+``A_{n-1}``, gives the error estimate ``|A_n - A_{n-1}|``. The accumulation time is accepted when that estimate
+is below ``ZENO_TIME_TOL |A_n| max(1, (1 - r)^-2)`` (rounding of the event times; the factor is Aitken's
+amplification of it), or when the whole remaining tail ``D_1 r / (1 - r)`` is; and the states one cycle apart
+contract towards a limit. A constant ratio (homogeneous fields: twisting, spirals through a point) is accepted as
+soon as three cycles are seen; a converging ratio (a linear part that vanishes at the limit, e.g. twisting on a
+spring plant) after a few more, once the extrapolation has converged to rounding. Then a ``zeno`` event is logged
+(control: the time ratio per cycle; error: the estimate; cycle: ``p``), the state jumps to the limit (Aitken's
+extrapolation of the states one cycle apart), the surfaces it sits on (to a small fraction of the last cycle's
+amplitude) are snapped onto and classified afresh, and the integration continues from there.
 """
 
 import math
@@ -19,16 +36,21 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .events import EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_ZENO, RCOND, STAY_TOL
+from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE, EVENT_ZENO,
+                        TIE_LEAVE)
+from .events import RCOND, STAY_TOL
 from .roots import STACK, earliest_root, excluded
 from .stepping import taylor_step
 
-#: events kept for the Zeno detector, and the cycle lengths it tries
-ZENO_MEMORY = 16
-ZENO_MAX_CYCLE = 4
-#: consecutive cycle ratios must agree to this relative tolerance
-ZENO_RATIO_TOL = 1e-6
 _EPS = 2.220446049250313e-16
+#: longest cycle of events (instants) the Zeno detector recognises
+ZENO_MAX_CYCLE = 16
+#: event instants kept for the Zeno detector: enough for ``3 p + 1`` instants of the longest cycle
+ZENO_MEMORY = 3 * ZENO_MAX_CYCLE + 1
+#: relative rounding level of an extrapolated accumulation time (times ``max(1, (1 - r)^-2)``)
+ZENO_TIME_TOL = 32.0 * _EPS
+#: largest time ratio per cycle taken for a geometric accumulation
+ZENO_MAX_RATIO = 0.99
 _ON_SURFACE = 64.0 * _EPS
 #: a step never lets a Taylor term ``|x^[p]| h^p`` exceed this times ``max(1, |x|)``, nor ``1e307`` (a polynomial
 #: solution has ``h = inf`` from the step-size rule; its root searches scale the coefficients by ``h^p``)
@@ -89,11 +111,23 @@ def _equivalent_control(normals, f_free, Y, held_idx, out_sigma):
 
 
 @jit
-def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, out_sigma, out_held, out_kind):
-    """Consistent configuration of the surfaces in ``surface`` at ``x`` (3^k enumeration, smallest ``|x'|``).
+def _repelling(normals, Y, size, k, control):
+    """Whether held surface ``k`` with equivalent control ``control`` is repelling: the control is interior and the
+    normal velocity grows with ``sigma_k`` (both one-sided fields point away from the surface)."""
+    n_size = math.sqrt(np.sum(normals[k] ** 2))
+    return -1.0 < control < 1.0 and np.dot(normals[k], Y[k]) > STAY_TOL * size * n_size
 
-    ``forced[k] = +-1`` imposes the side of a held surface whose equivalent control left ``[-1, 1]``. Writes the
-    new signs, held flags and the kind each surface logs if its mode changes. Returns a status code.
+
+@jit
+def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, tie_policy, out_sigma, out_held,
+             out_kind):
+    """Consistent configuration of the surfaces in ``surface`` at ``x`` (3^k enumeration; see the module doc for
+    the choice among several and for ties).
+
+    ``forced[k] = +-1`` imposes the side of a held surface whose equivalent control left ``[-1, 1]``;
+    ``tie_policy`` is ``TIE_STAY`` or ``TIE_LEAVE``. Writes the new signs, held flags and the kind each surface
+    logs if its mode changes (``EVENT_TIE`` for a repelling surface held, or a surface that consistent
+    configurations treat differently). Returns a status code.
     """
     K = A.shape[0]
     n_state = len(x)
@@ -110,7 +144,9 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
     Y = np.empty((K, n_state))
     eq = np.empty(count)
     best = math.inf
+    best_repelling = -1
     found = False
+    seen = np.zeros(count, np.int64)
     v = np.empty(n_state)
     _field_parts(A0, c0, A, c, sigma, held, x, f_free, Y)
     size = math.sqrt(np.sum(f_free**2))
@@ -138,9 +174,12 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
             continue
         for r in range(n_state):
             v[r] = f_free[r]
+        repelling = 0
         for a in range(nh):
             if not (-1.0 - STAY_TOL <= eq[a] <= 1.0 + STAY_TOL):
                 ok = False
+            if _repelling(normals, Y, size, held_idx[a], eq[a]):
+                repelling += 1
             for r in range(n_state):
                 v[r] += eq[a] * Y[held_idx[a], r]
         if not ok:
@@ -155,9 +194,19 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
                 ok = False
         if not ok:
             continue
+        for p in range(count):
+            k = idx[p]
+            seen[p] |= 4 if trial_held[k] else (2 if trial_sigma[k] > 0.0 else 1)
+        if tie_policy == TIE_LEAVE and repelling > 0:
+            continue
         norm = np.sum(v * v)
-        if norm < best:
+        if tie_policy == TIE_LEAVE:
+            better = norm > best or not found
+        else:
+            better = repelling > best_repelling or (repelling == best_repelling and norm < best)
+        if better:
             best = norm
+            best_repelling = repelling
             found = True
             for p in range(count):
                 k = idx[p]
@@ -168,8 +217,16 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
                 k = held_idx[a]
                 if surface[k]:
                     out_sigma[k] = eq[a]
-                    out_kind[k] = EVENT_SLIDE_START if -1.0 < eq[a] < 1.0 else EVENT_STICK
-    return status.RUNNING if found else status.NO_CONSISTENT
+                    if _repelling(normals, Y, size, k, eq[a]):
+                        out_kind[k] = EVENT_TIE
+                    else:
+                        out_kind[k] = EVENT_SLIDE_START if -1.0 < eq[a] < 1.0 else EVENT_STICK
+    if not found:
+        return status.NO_CONSISTENT
+    for p in range(count):
+        if seen[p] & (seen[p] - 1) != 0:
+            out_kind[idx[p]] = EVENT_TIE
+    return status.RUNNING
 
 
 @jit
@@ -232,50 +289,121 @@ def _surface_values(normals, offsets, X, order, G):
 
 
 @jit
-def _zeno_check(ev_times, ev_surface, ev_states, count, cycle_max):
-    """Detect a geometric accumulation of events; returns (cycle, time ratio per cycle) or (0, 0).
+def _aitken(s0, s1, s2):
+    """Aitken's delta-squared limit of the partial sums ``s2, s1, s0`` (``s0`` the latest) and the ratio
+    ``r = (s0 - s1) / (s1 - s2)``; ``(nan, r)`` unless ``0 < r < ZENO_MAX_RATIO``."""
+    ratio = (s0 - s1) / (s1 - s2)
+    if not (0.0 < ratio < ZENO_MAX_RATIO):
+        return math.nan, ratio
+    return s0 + (s0 - s1) * ratio / (1.0 - ratio), ratio
 
-    A cycle of ``p`` events repeats the same surfaces; the durations of consecutive cycles must shrink by the same
-    ratio (to ``ZENO_RATIO_TOL``) and the states one cycle apart must contract towards a limit (Aitken ratio in
-    ``[0, 1)``); the smallest such ``p`` is returned.
+
+@jit
+def _periodic(keys, count, p):
+    """Whether the keys of the last ``3 p + 1`` recorded instants repeat with period ``p``."""
+    if count < 3 * p + 1:
+        return False
+    for q in range(count - 2 * p - 1, count):
+        if keys[q] != keys[q - p]:
+            return False
+    return True
+
+
+@jit
+def _zeno_check(times, keys, states, count):
+    """Detect an accumulation of events (see the module doc).
+
+    Returns ``(p, t_acc, error, ratio, rho)``: the cycle length ``p`` (0 when none is found), the extrapolated
+    accumulation time, its error estimate, the time ratio per cycle and the contraction ``rho`` of the states one
+    cycle apart (``x_n - x* = rho (x_{n-p} - x*)``). The shortest cycle accepted is returned.
     """
-    for p in range(1, cycle_max + 1):
-        needed = 3 * p + 1
-        if count < needed:
+    last = count - 1
+    for p in range(1, ZENO_MAX_CYCLE + 1):
+        if not _periodic(keys, count, p):
             continue
-        same = True
-        for q in range(count - 2 * p, count):
-            if ev_surface[q] != ev_surface[q - p]:
-                same = False
-        if not same:
+        s0, s1, s2, s3 = times[last], times[last - p], times[last - 2 * p], times[last - 3 * p]
+        if not (s0 > s1 > s2 > s3):
             continue
-        # ratios of cycle lengths: L_i = t[i] - t[i - p]
-        r1 = (ev_times[count - 1] - ev_times[count - 1 - p]) / (ev_times[count - 1 - p] - ev_times[count - 1 - 2 * p])
-        r0 = (ev_times[count - 2] - ev_times[count - 2 - p]) / (ev_times[count - 2 - p] - ev_times[count - 2 - 2 * p])
-        if not (0.0 < r1 < 0.99 and abs(r1 - r0) <= ZENO_RATIO_TOL * r1):
+        t_acc, ratio = _aitken(s0, s1, s2)
+        before, _ = _aitken(s1, s2, s3)
+        if not (math.isfinite(t_acc) and math.isfinite(before)):
             continue
-        # the states one cycle apart must contract along a fixed direction (x_n - x* = rho (x_{n-p} - x*))
-        d1 = ev_states[count - 1] - ev_states[count - 1 - p]
-        d0 = ev_states[count - 1 - p] - ev_states[count - 1 - 2 * p]
-        rho = np.dot(d1, d0) / np.dot(d0, d0)
+        error = abs(t_acc - before)
+        tail = t_acc - s0
+        tol = ZENO_TIME_TOL * abs(t_acc) * max(1.0, 1.0 / (1.0 - ratio) ** 2)
+        if not (error <= tol or tail <= tol):
+            continue
+        d1 = states[last] - states[last - p]
+        d0 = states[last - p] - states[last - 2 * p]
+        size = np.dot(d0, d0)
+        if not size > 0.0:
+            continue
+        rho = np.dot(d1, d0) / size
         if 0.0 <= rho < 1.0:
-            return p, r1
-    return 0, 0.0
+            return p, t_acc, min(error, tail), ratio, rho
+    return 0, 0.0, 0.0, 0.0, 0.0
+
+
+@jit
+def _zeno_record(t, key, x, times, keys, states, count):
+    """Append an event instant to the Zeno detector's memory (dropping the oldest when full); returns the fill."""
+    if count == len(times):
+        for q in range(count - 1):
+            times[q] = times[q + 1]
+            keys[q] = keys[q + 1]
+            states[q] = states[q + 1]
+        count -= 1
+    times[count] = t
+    keys[count] = key
+    states[count] = x
+    return count + 1
+
+
+@jit
+def _zeno_snap(normals, offsets, x, sigma, held, snapped, amplitude):
+    """At a Zeno limit: release every surface, then snap onto (project on) the surfaces ``x`` sits on to a small
+    fraction of the last cycle's ``amplitude``, which the next iteration classifies afresh."""
+    K = normals.shape[0]
+    n_snap = 0
+    for k in range(K):
+        held[k] = False
+        g = np.dot(normals[k], x) + offsets[k]
+        sigma[k] = 1.0 if g > 0.0 else -1.0
+        snapped[k] = abs(g) <= 1e-6 * np.sum(np.abs(normals[k])) * amplitude
+        if snapped[k]:
+            n_snap += 1
+    if n_snap == 0:
+        return
+    N = np.empty((n_snap, len(x)))
+    off = np.empty(n_snap)
+    q = 0
+    for k in range(K):
+        if snapped[k]:
+            N[q] = normals[k]
+            off[q] = np.dot(normals[k], x) + offsets[k]
+            q += 1
+    x -= np.linalg.pinv(N, RCOND) @ off
 
 
 @jit
 def _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind, ev_surface, ev_side,
-           ev_mult, n_ev):
-    """Adopt a classification: log the surfaces whose mode or side changed, mark the ones left."""
+           ev_mult, ev_error, ev_cycle, n_ev):
+    """Adopt a classification: log the surfaces whose mode or side changed (and ties met by a free surface, even
+    when it keeps its side), mark the ones left."""
     for k in range(len(surface)):
         if not surface[k]:
             continue
-        if new_held[k] != held[k] or (not held[k] and new_sigma[k] != sigma[k]):
+        if new_held[k] != held[k] or (not held[k] and (new_sigma[k] != sigma[k] or kind[k] == EVENT_TIE)):
             ev_t[n_ev] = t
-            ev_kind[n_ev] = kind[k] if new_held[k] else (EVENT_SLIDE_END if held[k] else EVENT_CROSS)
+            if new_held[k] or kind[k] == EVENT_TIE:
+                ev_kind[n_ev] = kind[k]
+            else:
+                ev_kind[n_ev] = EVENT_SLIDE_END if held[k] else EVENT_CROSS
             ev_surface[n_ev] = k
             ev_side[n_ev] = 0 if new_held[k] else int(new_sigma[k])
             ev_mult[n_ev] = new_sigma[k] if new_held[k] else math.nan
+            ev_error[n_ev] = math.nan
+            ev_cycle[n_ev] = 0
             n_ev += 1
         if not new_held[k]:
             drop[k] = 2 if forced[k] != 0 else 1
@@ -285,19 +413,22 @@ def _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_
 
 
 @jit
-def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, order, max_steps, max_events,
-                  drop, snapped, z_times, z_surface, z_states, z_count_box, out_t, out_h, out_X, ev_t, ev_kind,
-                  ev_surface, ev_side, ev_mult):
+def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, order, tie_policy, max_steps,
+                  max_events, drop, snapped, z_times, z_keys, z_states, z_count_box, out_t, out_h, out_X, ev_t,
+                  ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle):
     """Integrate a piecewise-affine system from ``clock[0]`` to ``t_end`` (arguments as in the module doc), at most
     ``max_steps`` steps and ``max_events`` events (the sizes of this call's output buffers; ``ev_*`` need
-    ``max_events + 4 K + 4`` entries).
+    ``max_events + 4 K + 4`` entries). ``tie_policy`` is ``TIE_STAY`` or ``TIE_LEAVE``.
 
     ``x`` (state), ``sigma`` (signs, or equivalent controls on held surfaces), ``held``, ``clock`` and the
     carried state of the event machinery (``drop``, ``snapped``: shape ``(K,)``, zeros at the start; the Zeno
-    detector's memory ``z_times``, ``z_surface``, ``z_states`` of :data:`ZENO_MEMORY` rows and its fill
-    ``z_count_box[0]``) are updated in place, so that calling again continues the very same trajectory. Returns
-    ``(status, n_steps, n_events)``: ``RUNNING`` or ``MAX_EVENTS`` when this call's budget ended it; ``NONFINITE``
-    with ``x`` the last finite state.
+    detector's memory ``z_times``, ``z_keys``, ``z_states`` of :data:`ZENO_MEMORY` rows and its fill
+    ``z_count_box[0]``) are updated in place, so that calling again continues the very same trajectory. Step ``q``
+    is ``x(out_t[q] + tau) = sum_p out_X[q, p] tau^p`` for ``0 <= tau <= out_h[q]``. Events: time, kind, surface,
+    side entered (0 when held), control (``nan`` when left; for ``zeno`` the time ratio per cycle), error (the
+    accumulation time's error estimate for ``zeno``, else ``nan``) and cycle (events per cycle for ``zeno``, else
+    0). Returns ``(status, n_steps, n_events)``: ``RUNNING`` or ``MAX_EVENTS`` when this call's budget ended it;
+    ``NONFINITE`` with ``x`` the last finite state.
     """
     K = A.shape[0]
     n_state = len(x)
@@ -339,12 +470,12 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
             for k in range(K):
                 new_sigma[k] = sigma[k]
                 new_held[k] = held[k]
-            code = classify(A0, c0, A, c, normals, x, sigma, held, surface, False, forced, new_sigma, new_held,
-                            kind)
+            code = classify(A0, c0, A, c, normals, x, sigma, held, surface, False, forced, tie_policy, new_sigma,
+                            new_held, kind)
             if code != status.RUNNING:
                 break
             n_ev = _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind,
-                          ev_surface, ev_side, ev_mult, n_ev)
+                          ev_surface, ev_side, ev_mult, ev_error, ev_cycle, n_ev)
         # Taylor step
         for r in range(n_state):
             X[0, r] = x[r]
@@ -427,65 +558,34 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
         releasing = False
         for k in range(K):
             releasing = releasing or forced[k] != 0
-        code = classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, new_sigma, new_held, kind)
+        code = classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, tie_policy, new_sigma,
+                        new_held, kind)
         if code != status.RUNNING:
             break
         first_event = n_ev
         n_ev = _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind, ev_surface,
-                      ev_side, ev_mult, n_ev)
-        # Zeno detector: one record per event instant (the first surface logged)
+                      ev_side, ev_mult, ev_error, ev_cycle, n_ev)
+        # Zeno detector: one record per event instant (the first surface logged and its side)
         if n_ev > first_event:
-            if z_count == ZENO_MEMORY:
-                for q in range(ZENO_MEMORY - 1):
-                    z_times[q] = z_times[q + 1]
-                    z_surface[q] = z_surface[q + 1]
-                    z_states[q] = z_states[q + 1]
-                z_count -= 1
-            z_times[z_count] = t
-            z_surface[z_count] = ev_surface[first_event]
-            z_states[z_count] = x
-            z_count += 1
-            cycle, ratio = _zeno_check(z_times, z_surface, z_states, z_count, ZENO_MAX_CYCLE)
-            if cycle > 0:
-                last = z_times[z_count - 1] - z_times[z_count - 1 - cycle]
-                t_acc = t + last * ratio / (1.0 - ratio)
+            key = 3 * ev_surface[first_event] + ev_side[first_event] + 1
+            z_count = _zeno_record(t, key, x, z_times, z_keys, z_states, z_count)
+            cycle, t_acc, error, ratio, rho = _zeno_check(z_times, z_keys, z_states, z_count)
+            if cycle > 0 and t_acc <= t_end:
                 d1 = z_states[z_count - 1] - z_states[z_count - 1 - cycle]
-                d0 = z_states[z_count - 1 - cycle] - z_states[z_count - 1 - 2 * cycle]
-                rho = np.dot(d1, d0) / np.dot(d0, d0)
-                if t_acc <= t_end and 0.0 <= rho < 1.0:
-                    x += d1 * rho / (1.0 - rho)
-                    t = t_acc
-                    ev_t[n_ev] = t
-                    ev_kind[n_ev] = EVENT_ZENO
-                    ev_surface[n_ev] = ev_surface[first_event]
-                    ev_side[n_ev] = 0
-                    ev_mult[n_ev] = ratio
-                    n_ev += 1
-                    z_count = 0
-                    for k in range(K):
-                        drop[k] = 0
-                    # at the limit every surface it sits on (to the accuracy of the extrapolation, a small
-                    # fraction of the last cycle's amplitude) is snapped onto and classified afresh
-                    amplitude = math.sqrt(np.dot(d1, d1))
-                    for k in range(K):
-                        held[k] = False
-                        g = np.dot(normals[k], x) + offsets[k]
-                        sigma[k] = 1.0 if g > 0.0 else -1.0
-                        snapped[k] = abs(g) <= 1e-6 * np.sum(np.abs(normals[k])) * amplitude
-                    n_snap = 0
-                    for k in range(K):
-                        if snapped[k]:
-                            n_snap += 1
-                    if n_snap > 0:
-                        N = np.empty((n_snap, n_state))
-                        off = np.empty(n_snap)
-                        q = 0
-                        for k in range(K):
-                            if snapped[k]:
-                                N[q] = normals[k]
-                                off[q] = np.dot(normals[k], x) + offsets[k]
-                                q += 1
-                        x -= np.linalg.pinv(N, RCOND) @ off
+                x += d1 * rho / (1.0 - rho)
+                t = t_acc
+                ev_t[n_ev] = t
+                ev_kind[n_ev] = EVENT_ZENO
+                ev_surface[n_ev] = ev_surface[first_event]
+                ev_side[n_ev] = 0
+                ev_mult[n_ev] = ratio
+                ev_error[n_ev] = error
+                ev_cycle[n_ev] = cycle
+                n_ev += 1
+                z_count = 0
+                for k in range(K):
+                    drop[k] = 0
+                _zeno_snap(normals, offsets, x, sigma, held, snapped, math.sqrt(np.dot(d1, d1)))
     clock[0] = t
     z_count_box[0] = z_count
     return code, n_steps, n_ev
