@@ -225,6 +225,10 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     -------
     FlowResult
         With ``status`` ``"success"`` on reaching ``t_end``; otherwise the reason and everything computed so far.
+        A square-loss flow that converges to working precision before ``t_end`` (every residual ``|f(x_i) - y_i|``
+        within a few rounding errors of the output, so that its forces are rounding) coasts: its last step holds
+        the state constant to ``t_end``, no event is logged after it, and the ``success`` message says "converged
+        to working precision at t = ...".
         Ctrl-C stops the run within ~0.1 s (float64: between chunks; mpmath: inside the step, which is discarded)
         and returns with ``status="interrupted"``. A non-finite loss, energy, Taylor coefficient or state ends the
         run with status ``"failed"``, a message saying what and when, and the last finite state.
@@ -400,13 +404,17 @@ def _flow_time(u: float, log_clock: bool) -> float:
 
 
 def _stop_reason(code: int, interrupted: bool, run: _Trajectory, max_steps: int, max_events: int, where: str,
-                 now: float, final_loss: float = 0.0, memory: tuple[int, int] | None = None) \
-        -> tuple[Status, str] | None:
+                 now: float, final_loss: float = 0.0, memory: tuple[int, int] | None = None,
+                 converged_at: float = math.nan) -> tuple[Status, str] | None:
     """Why the run stops after a chunk that returned ``code`` and ended at ``now`` with loss ``final_loss``
-    (``None``: it goes on). ``memory``: ``(memory_budget, steps it allows)`` when it caps the steps."""
+    (``None``: it goes on). ``memory``: ``(memory_budget, steps it allows)`` when it caps the steps.
+    ``converged_at``: where the kernel found a square-loss flow converged to working precision (NaN if it did not;
+    the run is then a ``success`` whose message says so)."""
     if code == kstatus.NONFINITE and not final_loss < math.inf:
         return Status.FAILED, (f"the loss became non-finite ({'ln L' if where != 't' else 'L'} = {final_loss!r}) at "
                                f"{where} = {now!r}; the result ends at the last finite state")
+    if code == kstatus.SUCCESS and not math.isnan(converged_at):
+        return Status.SUCCESS, kstatus.CONVERGED_MESSAGE.format(where=where, at=converged_at)
     if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
         outcome, message = _KERNEL_STATUS[code]
         return outcome, message if outcome == Status.SUCCESS else f"{message} ({where} = {now!r})"
@@ -438,7 +446,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     setup = kernel_setup(problem, order, rtol, solution, selection, tie, log_clock)
     active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
-    now = np.zeros(1)
+    now = np.array([0.0, math.nan])  # the time, and where the flow converged to working precision (if it does)
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = first_chunk_steps(n, m, w, order)
     per_step_bytes = stored_bytes_per_step(order, m, w, dense_output)
@@ -467,7 +475,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
                 stop_requested = bool(callback(_flow_time(now[0], log_clock), run.steps, len(run.events))) \
                     if callback else False
                 stop = _stop_reason(code, interrupted["set"] or stop_requested, run, max_steps, max_events, where,
-                                    float(now[0]), float(per_step[3][k]), memory)
+                                    float(now[0]), float(per_step[3][k]), memory, float(now[1]))
                 if stop is not None:
                     break
                 chunk_steps = next_chunk_steps(chunk_steps, k, elapsed)

@@ -16,5 +16,25 @@ TIE_LEAVE = 1
 
 #: Largest number of hyperplanes one neuron may sit on at once.
 MAX_SURFACES = 64
-#: Largest number of simultaneous surfaces whose 3^k configurations are checked for consistency.
+#: Largest number of repelling surfaces (of one neuron, at one instant) whose decisions are all compared: 3^r
+#: least-squares problems (2^r with ``tie="leave"``); beyond it a branch and bound (an ascent with ``tie="leave"``)
+#: finds a consistent configuration for any number of surfaces (kernels/events.py).
 MAX_ENUMERATED = 7
+#: Largest number of search nodes (least-squares problems) of the branch and bound beyond ``MAX_ENUMERATED``.
+NODE_LIMIT = 4096
+
+#: Decision of one surface in the configuration search of a neuron on several surfaces (kernels/events.py).
+LCP_FREE = 0  #: attracting, neutral or undecided: its slope is a variable of the least-squares problem
+LCP_DOWN = 1  #: left downwards: slope fixed at ``leak``
+LCP_UP = 2  #: left upwards: slope fixed at 1
+LCP_HOLD = 3  #: repelling and held: its slope is a variable and its normal velocity must vanish
+
+#: Width of the noise band of a held surface's exit polynomial ``a_j G_i (s_ij - beta)``, in units of its noise
+#: estimate (kernels/driver.py): an excursion of the multiplier beyond ``beta`` that stays inside the band is rounding
+#: (or a tangency), not an exit.
+NOISE_BAND = 4.0
+#: A square-loss flow has converged to working precision when every residual ``|f(x_i) - y_i|`` is at most this many
+#: rounding errors of the network output at the current state (kernels/driver.py); it then coasts to ``t_end``. The
+#: float64 flow's residuals stall at about ten of them (seed 003's three points: 8 to 12), where a step's velocity
+#: is rounding of the state.
+CONVERGED_ROUNDINGS = 16.0

@@ -29,6 +29,17 @@ Each step
    Surfaces just left are marked so the next root search excludes ``tau = 0`` (and ``tau = 0`` to second order
    after a tangential release): an event never re-fires.
 
+Noise floor: near a stationary point the residual weights ``G_i`` shrink towards the noise of the state (its stiff
+modes are re-excited at the step's local tolerance every step), and the exit polynomials, whose coefficients are
+built from ``G``, then get roots that are noise. Each exit polynomial has a noise band (:func:`_slot_noise`: the
+state uncertain by ``max(tol, eps) max|theta|``, propagated to ``G`` and to the multiplier, times ``NOISE_BAND``). A
+root of ``s - beta`` is an exit only if the multiplier goes beyond ``beta`` by more than the band within the step
+(:func:`_exit_root`): an interior multiplier is never released by noise, and a tangential touch (a double root split
+by rounding) does not release either; a release at a bound (:func:`_leaving_bound`) must move out by more than the
+band. A square-loss flow whose residuals ``|f(x_i) - y_i|`` are all within ``CONVERGED_ROUNDINGS`` rounding errors
+of the outputs (:func:`_converged`) has converged to working precision: it coasts to ``t_end`` in one constant step
+(:func:`_coast`, ``clock[1]`` records when). Trajectories whose exits are well above the band are unchanged.
+
 Progress guarantee: every step advances ``t`` by ``h > 0`` representable at ``t`` or ends the chunk with
 ``NO_PROGRESS``; the step and event budgets end the run otherwise.
 
@@ -43,10 +54,11 @@ import numpy as np
 
 from . import status
 from ._jit import jit
+from .constants import CONVERGED_ROUNDINGS, NOISE_BAND
 from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import taylor_step
-from .series import horner_state, log_loss_from_outputs, log_network_loss, loss_from_outputs, \
+from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, log_network_loss, loss_from_outputs, \
     max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
     velocity_inner
 
@@ -359,8 +371,15 @@ def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, for
 
 
 @jit
-def _exit_root(Cm, phi, slot, order, beta, bound, work, poly):
-    """Earliest root of ``Cm[:, slot] - beta * phi[:, slot]`` (degree ``order``) in ``(0, bound]``, or inf."""
+def _exit_root(Cm, phi, slot, order, beta, bound, span, noise, work, poly, band):
+    """Earliest root of ``Cm[:, slot] - beta * phi[:, slot]`` (degree ``order``) in ``(0, bound]``, or inf.
+
+    ``noise`` is the half-width of the exit polynomial's noise band (:func:`_slot_noise`): a root is an exit only if
+    the multiplier goes beyond ``beta`` by more than that somewhere in ``(0, span]`` (``span``: the whole Taylor
+    step, at least ``bound``), :func:`_beyond_band`; a smaller excursion is rounding or a tangency (a double root of
+    ``s - beta`` split by rounding) and the surface stays held. A multiplier that starts beyond ``beta`` inside the
+    band exits where it leaves the band outwards (its return inside is no exit).
+    """
     size_h = 0.0
     size_phi = 0.0
     p = 1.0
@@ -382,20 +401,151 @@ def _exit_root(Cm, phi, slot, order, beta, bound, work, poly):
             p *= bound
         if drift <= STAY_TOL * size_phi:
             return math.inf
-    return earliest_root(poly, order, bound, on_bound, work)
+    out = _outward(phi, slot, beta)
+    if not on_bound and out * poly[0] > 0.0 and noise > 0.0:
+        if out * poly[0] > noise:
+            return math.inf  # beyond the band: released at the step's start (:func:`_outside_band`)
+        # beyond the bound, inside the noise band: the exit is where the excursion leaves the band
+        for k in range(order + 1):
+            band[k] = out * poly[k]
+        band[0] -= noise
+        return earliest_root(band, order, bound, 0, work)
+    tau = earliest_root(poly, order, bound, on_bound, work)
+    if tau <= bound and not _beyond_band(poly, order, out, noise, span, work, band):
+        return math.inf
+    return tau
 
 
 @jit
-def _leaving_bound(Cm, phi, slot, beta, h):
+def _outward(phi, slot, beta):
+    """Sign ``o`` with ``o (Cm - beta phi) > 0`` exactly when the multiplier ``s = Cm / phi`` is beyond ``beta``
+    (outside ``[leak, 1]``), from the sign of ``phi = a_j G_i`` at the step's start; 0 when ``phi`` vanishes."""
+    if phi[0, slot] == 0.0:
+        return 0.0
+    up = 1.0 if beta == 1.0 else -1.0
+    return up if phi[0, slot] > 0.0 else -up
+
+
+@jit
+def _beyond_band(poly, order, out, noise, span, work, band):
+    """Whether the exit polynomial ``poly`` (oriented by ``out``, :func:`_outward`) goes beyond the bound by more than
+    ``noise`` somewhere in ``(0, span]``: a root of ``out * poly - noise``. Always true without a noise band."""
+    if noise <= 0.0 or out == 0.0:
+        return True
+    for k in range(order + 1):
+        band[k] = out * poly[k]
+    band[0] -= noise
+    if band[0] > 0.0:
+        return True
+    return earliest_root(band, order, span, 0, work) <= span
+
+
+@jit
+def _leaving_bound(Cm, phi, slot, beta, h, noise):
     """Whether the multiplier ``s = Cm / phi`` of ``slot`` sits on ``beta`` (to rounding) and moves out of
-    ``[leak, 1]`` through it, by more than ``STAY_TOL`` over the step ``h`` (``s' = (Cm' - beta phi') / phi``)."""
+    ``[leak, 1]`` through it, by more than ``STAY_TOL`` over the step ``h`` (``s' = (Cm' - beta phi') / phi``) and,
+    to first order, by more than the exit polynomial's noise band ``noise``."""
     value = Cm[0, slot] - beta * phi[0, slot]
     if phi[0, slot] == 0.0 or abs(value) > _EXIT_NOISE * abs(phi[0, slot]):
         return False
     rate = (Cm[1, slot] - beta * phi[1, slot]) / phi[0, slot]
     if abs(rate) * h <= STAY_TOL:
         return False
+    if abs(Cm[1, slot] - beta * phi[1, slot]) * h <= noise:
+        return False
     return rate > 0.0 if beta == 1.0 else rate < 0.0
+
+
+@jit
+def _outside_band(Cm, phi, slot, beta, noise):
+    """Whether the multiplier of ``slot`` starts beyond ``beta`` by more than the noise band ``noise`` of its exit
+    polynomial (a held surface the state must leave now; only a multiplier kept beyond the bound inside the band,
+    :func:`_exit_root`, can get there)."""
+    if noise <= 0.0:
+        return False
+    return _outward(phi, slot, beta) * (Cm[0, slot] - beta * phi[0, slot]) > noise
+
+
+@jit
+def _residual_noise(Xa, y, S, P, Z, bias, loss_kind, c, G0, log_clock, t, state_noise, out):
+    """``out[i]``: the noise of the residual weight ``G_i`` when every coordinate of the state is uncertain by
+    ``state_noise`` (the step's local tolerance, or rounding): ``|dG_i/df_i| sum_j |s_ij| (|a_j| |(x_i, 1)|_1 +
+    |z_ij|) state_noise``, with ``dG/df = c`` for the square loss (``c e^s`` in the log clock) and ``|y_i G_i|`` for
+    exp and logistic (whose residual weights have a relative, not an absolute, noise)."""
+    n, da = Xa.shape
+    m = P.shape[0]
+    for i in range(n):
+        reach = 0.0
+        for q in range(da):
+            reach += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
+        acc = 0.0
+        for j in range(m):
+            s = S[i, j]
+            if s != 0.0:
+                acc += abs(s) * (abs(P[j, da]) * reach + abs(Z[i, j]))
+        if loss_kind == LOSS_SQUARE:
+            out[i] = c * acc * state_noise * (math.exp(t) if log_clock else 1.0)
+        else:
+            out[i] = abs(y[i] * G0[i]) * acc * state_noise
+
+
+@jit
+def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
+    """Half-width of the noise band of the exit polynomial ``Cm - beta phi`` of ``slot`` (surface ``i`` of neuron
+    ``j``): ``NOISE_BAND`` times the noise of ``Cm = -a_j sum_k s_kj G_k <pinv, (x_k, 1)>`` plus ``|beta|`` times
+    that of ``phi = a_j G_i``, from the residual weights' noise ``gnoise`` and the state's ``state_noise``."""
+    n, da = Xa.shape
+    a = P[j, da]
+    spread = 0.0
+    value = 0.0
+    for k in range(n):
+        s = S[k, j]
+        if s == 0.0:
+            continue
+        proj = 0.0
+        for q in range(da):
+            proj += pinv[slot, q] * Xa[k, q]
+        spread += abs(s * proj) * gnoise[k]
+        value += abs(s * proj * G0[k])
+    noise_cm = abs(a) * spread + state_noise * value
+    noise_phi = abs(a) * gnoise[i] + state_noise * abs(G0[i])
+    return NOISE_BAND * (noise_cm + abs(beta) * noise_phi)
+
+
+@jit
+def _converged(Xa, y, P, Z, S, bias, neuron_scale):
+    """Whether a square-loss flow has converged to working precision: every residual ``|f(x_i) - y_i|`` is at most
+    ``CONVERGED_ROUNDINGS`` rounding errors of the output, ``eps (sum_j |s_ij a_j| sum_q |p_jq x_iq| + |y_i|)``
+    (``p_j = (w_j, b_j)``, ``x_i`` with its 1). The residual forces are then rounding: what the flow would still do
+    is below what the state can represent. A cheap bound (``|p_jq| <= max_q |p_jq|``) rules most states out in
+    ``O(m)``."""
+    n, da = Xa.shape
+    m = P.shape[0]
+    for i in range(n):
+        reach = 0.0
+        for q in range(da):
+            reach += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
+        f = 0.0
+        loose = 0.0
+        for j in range(m):
+            s = S[i, j]
+            if s != 0.0:
+                f += s * P[j, da] * Z[i, j]
+                loose += abs(s * P[j, da]) * neuron_scale[j]
+        residual = abs(f - y[i])
+        if not residual <= CONVERGED_ROUNDINGS * _EPS * (loose * reach + abs(y[i])):
+            return False
+        tight = 0.0
+        for j in range(m):
+            s = S[i, j]
+            if s != 0.0:
+                acc = 0.0
+                for q in range(da):
+                    acc += abs(P[j, q] * Xa[i, q])
+                tight += abs(s * P[j, da]) * acc
+        if not residual <= CONVERGED_ROUNDINGS * _EPS * (tight + abs(y[i])):
+            return False
+    return True
 
 
 @jit
@@ -456,8 +606,10 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         Side of each free surface; updated in place.
     mode, drop : ndarray of int8, shape (n, m)
         Surface modes and the number of vanishing leading terms (see module doc); updated in place.
-    clock : ndarray, shape (1,)
-        The current time; updated in place.
+    clock : ndarray, shape (1,) or (2,)
+        The current time; updated in place. With two entries, ``clock[1]`` receives the time at which a square-loss
+        flow was found converged to working precision (:func:`_converged`; untouched otherwise): the chunk then
+        records one last step that holds the state constant to ``t_end`` and returns ``SUCCESS``.
     t_end : float
     max_steps, max_events : int
         Budgets of this chunk; ``out_*`` must have the shapes below and ``ev_*`` at least ``max_events + 3 n m``
@@ -509,6 +661,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     forced = np.zeros((n, m), np.int8)
     work = np.empty((6, max(K + 1, STACK)))
     poly = np.empty(K + 1)
+    band = np.empty(K + 1)
+    gnoise = np.empty(n)
     cons_offset = np.zeros(m + 1, np.int64)
     neuron_scale = np.empty(m)
     slopes_from_state(active, mode, leak, S)
@@ -558,6 +712,15 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                                   ev_side, ev_mult, n_ev)
             if code != status.RUNNING:
                 break
+        # a square-loss flow whose residuals are rounding has converged to working precision: it coasts to t_end
+        if loss_kind == LOSS_SQUARE and _converged(Xa, y, P, Z0, S, bias, neuron_scale):
+            _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h, out_C, out_loss, out_energy)
+            n_steps += 1
+            if clock.shape[0] > 1:
+                clock[1] = t
+            t = t_end
+            code = status.SUCCESS
+            break
         # 2. Taylor coefficients, held surfaces and their multipliers
         samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
         # neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step:
@@ -600,20 +763,34 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         size = max_abs(C[0])
         h = taylor_step(size if size > 0.0 else 1.0, below, top, K)
         remaining = t_end - t
+        # the interval on which the step's polynomials are accurate (exit decisions look that far)
+        span = h if math.isfinite(h) else remaining
         final = h >= remaining
         if final:
             h = remaining
         if not (h > 0.0) or t + h == t:
             code = status.NO_PROGRESS
             break
-        # held surfaces whose multiplier sits on a bound and moves out of [leak, 1]: released now
+        # the noise band of each exit polynomial: the state is uncertain by its local tolerance (or rounding)
+        slot_band = np.zeros((n_slots, 2))
+        if n_slots > 0:
+            state_noise = max(tol, _EPS) * size
+            _residual_noise(Xa, y, S, P, Z0, bias, loss_kind, c, G[0], log_clock, t, state_noise, gnoise)
+            for slot in range(n_slots):
+                for e in range(2):
+                    slot_band[slot, e] = _slot_noise(Xa, S, P, G[0], gnoise, pinv, slot, samples[slot],
+                                                     neurons[slot], state_noise, leak if e == 0 else 1.0)
+        # held surfaces whose multiplier sits on a bound and moves out of [leak, 1], or was kept beyond it inside
+        # the noise band and leaves the band: released now
         leaving = False
         for slot in range(n_slots):
             i, j = samples[slot], neurons[slot]
             if dependent[slot]:
                 continue
-            for beta in (leak, 1.0):
-                if _leaving_bound(Cm, phi, slot, beta, h):
+            for e in range(2):
+                beta = leak if e == 0 else 1.0
+                if _leaving_bound(Cm, phi, slot, beta, h, slot_band[slot, e]) or \
+                        _outside_band(Cm, phi, slot, beta, slot_band[slot, e]):
                     side = _exit_side(phi, slot, K - 1, 0.0, beta)
                     if side != 0:
                         hit[i, j] = True
@@ -646,8 +823,10 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         for slot in range(n_slots):
             if dependent[slot]:
                 continue
-            for beta in (leak, 1.0):
-                tau = _exit_root(Cm, phi, slot, K - 1, beta, bound, work, poly)
+            for e in range(2):
+                beta = leak if e == 0 else 1.0
+                tau = _exit_root(Cm, phi, slot, K - 1, beta, bound, max(span, bound), slot_band[slot, e], work,
+                                 poly, band)
                 if tau <= bound:
                     bound = tau
                     found = True
@@ -695,8 +874,10 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 i, j = samples[slot], neurons[slot]
                 if dependent[slot]:
                     continue
-                for beta in (leak, 1.0):
-                    if _exit_root(Cm, phi, slot, K - 1, beta, reach, work, poly) <= reach:
+                for e in range(2):
+                    beta = leak if e == 0 else 1.0
+                    if _exit_root(Cm, phi, slot, K - 1, beta, reach, max(span, reach), slot_band[slot, e], work,
+                                  poly, band) <= reach:
                         hit[i, j] = True
                         # a multiplier c / (a_j G_i) that leaves [leak, 1] with a_j G_i != 0 releases the surface;
                         # at a_j G_i = 0 (0/0) the neuron is re-classified instead
@@ -715,6 +896,19 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     if code == status.SUCCESS and not out_loss[n_steps] < math.inf:
         code = status.NONFINITE
     return code, n_steps, n_ev
+
+
+@jit
+def _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h, out_C, out_loss, out_energy):
+    """Record the last step of a flow converged to working precision (:func:`_converged`): the state ``P`` held
+    constant from ``t`` to ``t_end`` (every higher Taylor coefficient 0, no energy)."""
+    out_t[n_steps] = t
+    out_h[n_steps] = t_end - t
+    out_C[n_steps] = 0.0
+    out_C[n_steps, 0] = P
+    out_loss[n_steps] = log_network_loss(Xa, y, P, S, loss_kind, c) if log_clock else \
+        network_loss(Xa, y, P, S, loss_kind, c)
+    out_energy[n_steps] = 0.0
 
 
 @jit

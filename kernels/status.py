@@ -15,3 +15,8 @@ NO_PROGRESS = 8  #: the step size underflowed (no progress in time)
 NO_CONSISTENT = 9  #: no configuration of a neuron's simultaneous surfaces is consistent with its own field
 REACHED = 20  #: an ensemble member met its stop rule (``flowlib.Until``)
 DEADLINE = 21  #: an ensemble member's loss did not go below ``Until.loss_below`` by ``Until.deadline``
+
+#: Message of a ``success`` whose square-loss flow converged to working precision before ``t_end`` (the kernels' and
+#: the mpmath backend's ``_converged``): formatted with ``where`` (``t`` or ``ln(1+t)``) and ``at`` (the time).
+CONVERGED_MESSAGE = ("converged to working precision at {where} = {at!r} (every residual |f(x_i) - y_i| within "
+                     "rounding of the state); the state is constant from there to t_end")

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 from mpmath import mp, mpf
 
-from flowlib.kernels.constants import EVENT_SLIDE_END, EVENT_TIE
+from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, NOISE_BAND
+from flowlib.kernels.status import CONVERGED_MESSAGE
 from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.roots import earliest_root, excluded
-from flowlib.mp.series import MPData, horner, loss_value, preactivations, residual_weights, slopes, \
+from flowlib.mp.series import LOSS_SQUARE, MPData, horner, loss_value, preactivations, residual_weights, slopes, \
     taylor_coefficients, state_at, velocity_energy, velocity_energy_log
 from flowlib.running import StepInterrupted, progress_bar, sigint_flag
 
@@ -77,6 +78,7 @@ class _Integrator:
         self.eps = mp.eps
         self.stay = mpevents.stay_tol()
         self.noise = _exit_noise()
+        self.converged_at = None
 
     # ----- helpers ----------------------------------------------------------------------------------------
     @property
@@ -170,8 +172,9 @@ class _Integrator:
         return hit
 
     # ----- multipliers of held surfaces -------------------------------------------------------------------
-    def _exit_root(self, poly, phi, bound):
-        """Earliest root in ``(0, bound]`` of the exit polynomial ``poly`` (kernel ``_exit_root``), or None."""
+    def _exit_root(self, poly, phi, beta, bound, span, band):
+        """Earliest root in ``(0, bound]`` of the exit polynomial ``poly`` (kernel ``_exit_root``, with its noise band
+        ``band`` and the step's ``span``), or None."""
         size_h = max(abs(c) * bound**k for k, c in enumerate(poly))
         size_phi = max(abs(c) * bound**k for k, c in enumerate(phi))
         if size_h <= self.noise * size_phi:
@@ -179,14 +182,26 @@ class _Integrator:
         on_bound = abs(poly[0]) <= self.noise * abs(phi[0])
         if on_bound and max(abs(c) * bound**k for k, c in enumerate(poly) if k) <= self.stay * size_phi:
             return None
-        return earliest_root(poly, bound, 1 if on_bound else 0)
+        out = _outward(phi, beta)
+        if not on_bound and out * poly[0] > 0 and band > 0:
+            if out * poly[0] > band:
+                return None  # beyond the band: released at the step's start
+            shifted = [out * c for c in poly]
+            shifted[0] -= band
+            return earliest_root(shifted, bound, 0)
+        tau = earliest_root(poly, bound, 1 if on_bound else 0)
+        if tau is not None and tau <= bound and not _beyond_band(poly, out, band, span):
+            return None
+        return tau
 
-    def _leaving(self, poly, phi, beta, h):
+    def _leaving(self, poly, phi, beta, h, band):
         """The multiplier sits on ``beta`` and moves out of ``[leak, 1]`` (kernel ``_leaving_bound``)."""
         if phi[0] == 0 or abs(poly[0]) > self.noise * abs(phi[0]):
             return False
         rate = poly[1] / phi[0]
         if abs(rate) * h <= self.stay:
+            return False
+        if abs(poly[1]) * h <= band:
             return False
         return rate > 0 if beta == 1 else rate < 0
 
@@ -207,6 +222,8 @@ class _Integrator:
         hit = self.surfaces_reached()
         if hit:
             self.resolve(hit, {})
+        if data.loss_kind == LOSS_SQUARE and self.converged():
+            return ("step", self.coast(t_end))
         per_neuron, slots, dependent = self.constraints()
         if any(dependent):
             hit = set()
@@ -228,6 +245,7 @@ class _Integrator:
         size = max(abs(x) for row in C[0] for x in row) or mpf(1)
         h = _taylor_step(size, below, top, K)
         remaining = t_end - self.t
+        span = h if mp.isfinite(h) else remaining  # the interval on which the step's polynomials are accurate
         final = h >= remaining
         if final:
             h = remaining
@@ -239,9 +257,12 @@ class _Integrator:
                 continue
             for beta in (data.leak, mpf(1)):
                 exits[slot, beta] = [cm - beta * ph for cm, ph in zip(series.Cm[slot], phi[slot])]
+        bands = self.noise_bands(slots, per_neuron, size, G[0]) if exits else {}
         forced = {}
         for (slot, beta), poly in exits.items():
-            if self._leaving(poly, phi[slot], beta, h):
+            band = bands[slot, beta]
+            if self._leaving(poly, phi[slot], beta, h, band) or (
+                    band > 0 and _outward(phi[slot], beta) * poly[0] > band):
                 side = self._exit_side(phi[slot], mpf(0), beta)
                 if side:
                     forced[slots[slot]] = side
@@ -261,8 +282,8 @@ class _Integrator:
                 tau = earliest_root(g, bound, self.drop[i][j])
                 if tau is not None and tau <= bound:
                     bound, found = tau, True
-        for (slot, _), poly in exits.items():
-            tau = self._exit_root(poly, phi[slot], bound)
+        for (slot, beta), poly in exits.items():
+            tau = self._exit_root(poly, phi[slot], beta, bound, max(span, bound), bands[slot, beta])
             if tau is not None and tau <= bound:
                 bound, found = tau, True
         if found:
@@ -290,13 +311,74 @@ class _Integrator:
         self.drop = [[DROP_NONE] * m for _ in range(data.n)]
         if found:
             for (slot, beta), poly in exits.items():
-                tau = self._exit_root(poly, phi[slot], reach)
+                tau = self._exit_root(poly, phi[slot], beta, reach, max(span, reach), bands[slot, beta])
                 if tau is not None and tau <= reach:
                     hit.add(slots[slot])
                     forced[slots[slot]] = self._exit_side(phi[slot], h, beta)
             forced = {key: side for key, side in forced.items() if side}
             self.resolve(hit, forced)
         return ("step", record)
+
+    def converged(self):
+        """A square-loss flow converged to working precision (kernel ``_converged``): every residual
+        ``|f(x_i) - y_i|`` at most ``CONVERGED_ROUNDINGS`` rounding errors ``eps (sum_j |s_ij a_j| sum_q |p_jq x_iq|
+        + |y_i|)`` of the output."""
+        data, P, S = self.data, self.P, self.S
+        Z = preactivations(data, P)
+        da = data.da
+        for i in range(data.n):
+            f = mp.fsum(S[i][j] * P[j][da] * Z[i][j] for j in range(len(P)) if S[i][j] != 0)
+            gross = mp.fsum(abs(S[i][j] * P[j][da]) * mp.fsum(abs(P[j][q] * data.normals[i][q]) for q in range(da))
+                            for j in range(len(P)) if S[i][j] != 0)
+            if not abs(f - data.y[i]) <= CONVERGED_ROUNDINGS * self.eps * (gross + abs(data.y[i])):
+                return False
+        return True
+
+    def coast(self, t_end):
+        """The last step of a converged flow: the state held constant from now to ``t_end`` (kernel ``_coast``)."""
+        K, da = self.K, self.data.da
+        C = [[list(row) for row in self.P]] + [[[mpf(0)] * (da + 1) for _ in self.P] for _ in range(K)]
+        loss = loss_value(self.data, self.P, self.S)
+        record = (self.t, t_end - self.t, C, mp.log(loss) if self.log_clock else loss, mpf(0))
+        self.converged_at = self.t
+        self.t = t_end
+        return record
+
+    def noise_bands(self, slots, per_neuron, size, G0):
+        """Half-width of the noise band of every exit polynomial, ``{(slot, beta): band}`` (kernel
+        ``_residual_noise`` and ``_slot_noise``): the state is uncertain by ``max(tol, eps) max|theta|``."""
+        data, P, S = self.data, self.P, self.S
+        da = data.da
+        state_noise = max(self.tol, self.eps) * size
+        Z = preactivations(data, P)
+        gnoise = []
+        for i in range(data.n):
+            reach = mp.fsum(abs(x) for x in data.normals[i])
+            acc = mp.fsum(abs(S[i][j]) * (abs(P[j][da]) * reach + abs(Z[i][j])) for j in range(len(P))
+                          if S[i][j] != 0)
+            if data.loss_kind == LOSS_SQUARE:
+                gnoise.append(data.c * acc * state_noise * (mp.exp(self.t) if self.log_clock else 1))
+            else:
+                gnoise.append(abs(data.y[i] * G0[i]) * acc * state_noise)
+        rows = {}
+        for entry in per_neuron:
+            for slot, i, row in entry:
+                rows[slot] = row
+        bands = {}
+        for slot, (i, j) in enumerate(slots):
+            a = P[j][da]
+            spread, value = mpf(0), mpf(0)
+            for k in range(data.n):
+                if S[k][j] == 0:
+                    continue
+                proj = mp.fdot(rows[slot], data.normals[k])
+                spread += abs(S[k][j] * proj) * gnoise[k]
+                value += abs(S[k][j] * proj * G0[k])
+            noise_cm = abs(a) * spread + state_noise * value
+            noise_phi = abs(a) * gnoise[i] + state_noise * abs(G0[i])
+            for beta in (data.leak, mpf(1)):
+                bands[slot, beta] = NOISE_BAND * (noise_cm + abs(beta) * noise_phi)
+        return bands
 
     def _project(self, per_neuron):
         """Drift correction: put each held neuron back on the intersection of its held surfaces."""
@@ -307,6 +389,28 @@ class _Integrator:
             coefs = [mp.fdot(row, self.P[j][:da]) for _, _, row in entry]
             for (_, i, _), c in zip(entry, coefs):
                 self.P[j][:da] = [p - c * x for p, x in zip(self.P[j][:da], self.data.normals[i])]
+
+
+def _outward(phi, beta):
+    """Sign ``o`` with ``o (Cm - beta phi) > 0`` exactly when the multiplier is beyond ``beta`` (kernel
+    ``_outward``); 0 when ``phi`` vanishes at the step's start."""
+    if phi[0] == 0:
+        return 0
+    up = 1 if beta == 1 else -1
+    return up if phi[0] > 0 else -up
+
+
+def _beyond_band(poly, out, band, span):
+    """The exit polynomial goes beyond the bound by more than ``band`` somewhere in ``(0, span]`` (kernel
+    ``_beyond_band``); always true without a band."""
+    if band <= 0 or out == 0:
+        return True
+    shifted = [out * c for c in poly]
+    shifted[0] -= band
+    if shifted[0] > 0:
+        return True
+    tau = earliest_root(shifted, span, 0)
+    return tau is not None and tau <= span
 
 
 def _max_abs(rows):
@@ -405,6 +509,8 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
         finally:
             if bar is not None:
                 bar.close()
+        if engine.converged_at is not None and run.outcome == SUCCESS:
+            run.message = CONVERGED_MESSAGE.format(where="ln(1+t)" if log_clock else "t", at=engine.converged_at)
         run.t.append(engine.t)
         run.states.append([list(row) for row in engine.P])
         final_loss = loss_value(data, engine.P, engine.S)
