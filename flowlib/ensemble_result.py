@@ -15,16 +15,14 @@ import numpy as np
 from flowlib.kernels import constants as kconst
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
+from flowlib.statuses import KERNEL_STATUS, PENDING_CODE, Status, status_of
 
 #: Member not computed (yet): the ensemble was interrupted before its chunk ran.
-PENDING = -1
+PENDING = PENDING_CODE
 REACHED = kstatus.REACHED
 DEADLINE = kstatus.DEADLINE
-
-STATUS_NAMES = {PENDING: "pending", kstatus.SUCCESS: "success", REACHED: "reached", DEADLINE: "deadline",
-                kstatus.MAX_STEPS: "max_steps", kstatus.MAX_EVENTS: "max_events", kstatus.NONFINITE: "failed",
-                kstatus.NO_CARATHEODORY: "no_caratheodory_solution", kstatus.TOO_MANY_SURFACES: "failed",
-                kstatus.NO_PROGRESS: "failed", kstatus.NO_CONSISTENT: "failed"}
+#: Status name of each kernel code (from the one table :data:`flowlib.statuses.KERNEL_STATUS`).
+STATUS_NAMES = {code: outcome.value for code, (outcome, _) in KERNEL_STATUS.items()}
 #: Column names of :attr:`EnsembleResult.event_counts`.
 EVENT_COLUMNS = ("cross", "slide_start", "slide_end", "stick", "tie", "zeno")
 assert [kconst.EVENT_CROSS, kconst.EVENT_SLIDE_START, kconst.EVENT_SLIDE_END, kconst.EVENT_STICK, kconst.EVENT_TIE,
@@ -121,7 +119,19 @@ class EnsembleResult:
     def status(self) -> np.ndarray:
         """Status name of each member: ``"reached"``, ``"deadline"``, ``"success"`` (horizon or step count
         reached), ``"max_steps"``, ``"max_events"``, ``"failed"``, ``"no_caratheodory_solution"``, ``"pending"``."""
-        return np.array([STATUS_NAMES.get(int(c), "failed") for c in self.status_code])
+        return np.array([status_of(c)[0].value for c in self.status_code])
+
+    @property
+    def messages(self) -> list[str]:
+        """Each member's message, as :func:`flowlib.gradient_flow` (or :func:`flowlib.gradient_descent`) would
+        report it for that member alone: what ended it and where (``t`` of the member)."""
+        out = []
+        for code, t, steps in zip(self.status_code, self.t, self.steps):
+            outcome, message = status_of(code)
+            if outcome == Status.SUCCESS and self.method == "gd":
+                message = f"reached iteration {int(steps)}"
+            out.append(message if outcome in (Status.SUCCESS, Status.PENDING) else f"{message} (t = {float(t)!r})")
+        return out
 
     @property
     def done(self) -> np.ndarray:
@@ -146,6 +156,9 @@ class EnsembleResult:
         what = "gradient descent" if self.method == "gd" else "gradient flow"
         lines = [f"ensemble of {len(self)} {what} runs ({int(done.sum())} computed, {self.wall_s:.2f} s): "
                  + ", ".join(f"{k} {v}" for k, v in self.counts().items())]
+        failed = [status_of(c)[1] for c in self.status_code if status_of(c)[0] == Status.FAILED]
+        for message in sorted(set(failed)):
+            lines.append(f"failed ({failed.count(message)}): {message}")
         if done.any():
             unit = "iterations" if self.method == "gd" else "Taylor steps"
             q = np.percentile(self.steps[done], [0, 50, 100])

@@ -16,10 +16,11 @@ import numpy as np
 
 from flowlib.kernels import driver, events as kevents, status as kstatus
 from flowlib.problem import Params, Problem
-from flowlib.result import EVENT_KINDS, Event, FlowResult, Status
+from flowlib.result import EVENT_KINDS, Event, FlowResult
 from flowlib.running import (MAX_DPS, check_budget, check_problem_params, check_time, order_for, progress_bar,
                              sigint_flag)
 from flowlib.running import check_dps as check_integer_dps
+from flowlib.statuses import Status, status_of
 
 #: Default local tolerance of the Taylor step-size rule.
 DEFAULT_RTOL = 1e-13
@@ -38,21 +39,6 @@ MEMORY_BUDGET = 2 << 30
 #: step at 100 digits, 4.1 s at 200, 8.8 s at 300, about 80 s at 1000)
 WARN_DPS = 400
 _SECONDS_PER_STEP_AT_1000_DPS = 80.0
-
-_KERNEL_STATUS = {
-    kstatus.SUCCESS: (Status.SUCCESS, "reached t_end"),
-    kstatus.NONFINITE: (Status.FAILED, "the next step's Taylor coefficients, energy or state became non-finite "
-                                       "(overflow); the result ends at the last finite state"),
-    kstatus.NO_CARATHEODORY: (Status.NO_CARATHEODORY_SOLUTION,
-                              "the selection pushes the state back into a surface it cannot stay on (sliding): no "
-                              "Caratheodory solution continues; the Filippov solution slides"),
-    kstatus.TOO_MANY_SURFACES: (Status.FAILED, f"a neuron sits on more than {kevents.MAX_SURFACES} hyperplanes at "
-                                               "once"),
-    kstatus.NO_PROGRESS: (Status.FAILED, "the step size underflowed: no progress in time"),
-    kstatus.NO_CONSISTENT: (Status.FAILED, "a neuron on several hyperplanes at once has no configuration (leave up, "
-                                           "leave down, or hold each) consistent with its own field"),
-}
-
 
 def _evaluate(times, t0, h, C, order):
     """Horner evaluation of the step polynomials of one chunk at ``times`` (all inside the chunk)."""
@@ -416,7 +402,7 @@ def _stop_reason(code: int, interrupted: bool, run: _Trajectory, max_steps: int,
     if code == kstatus.SUCCESS and not math.isnan(converged_at):
         return Status.SUCCESS, kstatus.CONVERGED_MESSAGE.format(where=where, at=converged_at)
     if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
-        outcome, message = _KERNEL_STATUS[code]
+        outcome, message = status_of(code)
         return outcome, message if outcome == Status.SUCCESS else f"{message} ({where} = {now!r})"
     if interrupted:
         return Status.INTERRUPTED, f"interrupted at {where} = {now!r}"

@@ -6,7 +6,6 @@ Arrays are time-major: ``res.W[k]`` is the weight matrix at ``res.t[k]`` (unlike
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import operator
 import re
@@ -23,28 +22,13 @@ import numpy as np
 from flowlib import __version__
 from flowlib.kernels import driver, events as kevents
 from flowlib.problem import Params, Problem
+from flowlib.statuses import Status
 
 
 def _check_limit(limit) -> None:
     """``ValueError`` naming ``limit`` unless it is ``None`` or an integer ``>= 0`` (a table's row limit)."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
         raise ValueError(f"limit must be None or an integer >= 0, got {limit!r}")
-
-
-class Status(str, enum.Enum):
-    """How a run ended (docs/design.md, Statuses and diagnostics). Compares equal to its string value:
-    ``res.status == "success"``."""
-
-    SUCCESS = "success"
-    INTERRUPTED = "interrupted"
-    MAX_EVENTS = "max_events"
-    MAX_STEPS = "max_steps"
-    ZENO = "zeno"
-    NO_CARATHEODORY_SOLUTION = "no_caratheodory_solution"
-    FAILED = "failed"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 EVENT_KINDS = {kevents.EVENT_CROSS: "cross", kevents.EVENT_SLIDE_START: "slide_start",
@@ -406,12 +390,22 @@ class FlowResult(_PackedViews):
             lines.append(f"... {len(self.events) - limit} more")
         return "\n".join(lines)
 
+    @property
+    def event_counts(self) -> dict:
+        """Number of events of each kind, in the order of :data:`EVENT_KINDS` (every kind present, zeros included)."""
+        counts = dict.fromkeys(EVENT_KINDS.values(), 0)
+        for ev in self.events:
+            counts[ev.kind] += 1
+        return counts
+
     def summary(self) -> str:
-        """A few lines: status, time reached, steps, events, loss, diagnostics."""
+        """A few lines: status, time reached, steps, events (by kind), loss, diagnostics."""
         precision = "float64" if self.dps is None else f"mpmath, {self.dps} digits"
+        kinds = ", ".join(f"{kind} {count}" for kind, count in self.event_counts.items() if count)
         lines = [f"status {self.status}: {self.message}",
                  f"t = {float(self.t[0]):g} -> {self.t_final:.16g} in {self.n_steps} Taylor steps (order {self.order}, "
-                 f"rtol {self.rtol:g}, {precision}), {self.n_events} events, {self.wall_s * 1e3:.2f} ms",
+                 f"rtol {self.rtol:g}, {precision}), {self.n_events} events{f' ({kinds})' if kinds else ''}, "
+                 f"{self.wall_s * 1e3:.2f} ms",
                  f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}",
                  f"energy-identity residual {_diagnostic(self.energy_residual, 'a loss or energy')}"]
         if self.problem.train_outer:
