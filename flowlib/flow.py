@@ -432,7 +432,8 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     setup = kernel_setup(problem, order, rtol, solution, selection, tie, log_clock)
     active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
-    now = np.array([0.0, math.nan])  # the time, and where the flow converged to working precision (if it does)
+    # the time, where the flow converged to working precision (if it does), the largest inclusion residual
+    now = np.array([0.0, math.nan, 0.0])
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = first_chunk_steps(n, m, w, order)
     per_step_bytes = stored_bytes_per_step(order, m, w, dense_output)
@@ -472,12 +473,13 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     return _flow_result(problem, run, P, stop, t_eval, rtol, wall,
                         {"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
                          "solution": solution, "selection": selection, "tie": tie,
-                         "clock": "log" if log_clock else "t"})
+                         "clock": "log" if log_clock else "t"}, float(now[2]))
 
 
 def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, stop: tuple[Status, str], t_eval: np.ndarray,
-                 rtol: float, wall: float, options: dict) -> FlowResult:
-    """Join the pieces of a float64 run that ended in state ``P`` into its :class:`FlowResult`."""
+                 rtol: float, wall: float, options: dict, inclusion: float = math.nan) -> FlowResult:
+    """Join the pieces of a float64 run that ended in state ``P`` into its :class:`FlowResult` (``inclusion``: its
+    largest inclusion residual)."""
     log_clock, order = run.log_clock, run.order
     m, w = P.shape
     u_grid, states, loss = run.joined(run.t), run.joined(run.start), run.joined(run.loss)
@@ -503,7 +505,7 @@ def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, stop: tuple[
         events=tuple(run.events), status=stop[0], message=stop[1], coefficients=coefficients,
         t_eval=t_eval[:run.eval_done],
         states_eval=np.concatenate(run.states_eval) if run.states_eval else np.empty((0, m, w)),
-        order=order, rtol=rtol, wall_s=wall, options=options)
+        order=order, rtol=rtol, wall_s=wall, options=options, inclusion_residual=inclusion)
 
 
 def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, solution, selection, tie, t_eval,

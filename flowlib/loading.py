@@ -9,6 +9,7 @@ the field, never a traceback from zipfile, numpy or json.
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 import tokenize
@@ -261,7 +262,8 @@ def _load_flow(saved: _Saved) -> FlowResult:
     events = tuple(Event(convert(t_k), kind, int(j), int(i), int(s), convert(mu)) for t_k, kind, j, i, s, mu in
                    zip(event_t, kinds, *columns[:2], columns[2], multiplier))
     return FlowResult(problem=problem, events=events, status=Status(status), message=message, order=order,
-                      rtol=rtol, wall_s=wall_s, options=options, dps=dps, clock=clock, **numbers)
+                      rtol=rtol, wall_s=wall_s, options=options, dps=dps, clock=clock,
+                      inclusion_residual=float(saved.optional("inclusion_residual", real(0)) or math.nan), **numbers)
 
 
 

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import operator
-import re
-import struct
-import tokenize
-import zipfile
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +119,11 @@ class FlowResult(_PackedViews):
     log_loss : ndarray or None
         ``ln L`` at the step boundaries, computed in the log domain in the log clock (``loss`` underflows to 0
         past ``L = 1e-308``).
+    inclusion_residual : float
+        The largest distance, over the step starts (every event starts a step), of the velocity the integrator
+        followed to the Filippov set of the state (the image of the slope box on the surfaces each neuron sits
+        on), relative to ``|theta'|``: rounding for a solution of the inclusion (docs/design.md, Statuses and
+        diagnostics). NaN when not computed (the mpmath backend).
     """
 
     problem: Problem
@@ -144,6 +145,7 @@ class FlowResult(_PackedViews):
     clock: str = "t"
     s: np.ndarray | None = None
     log_loss: np.ndarray | None = None
+    inclusion_residual: float = float("nan")
 
     def _precision(self):
         """``mp.workdps(dps)`` for an mpmath run (arithmetic on mpf outside it would round to 15 digits)."""
@@ -408,6 +410,8 @@ class FlowResult(_PackedViews):
                  f"{self.wall_s * 1e3:.2f} ms",
                  f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}",
                  f"energy-identity residual {_diagnostic(self.energy_residual, 'a loss or energy')}"]
+        if not math.isnan(self.inclusion_residual):
+            lines.append(f"inclusion residual {self.inclusion_residual:.2e} (velocity to the Filippov set)")
         if self.problem.train_outer:
             lines.append(f"balancedness drift {_diagnostic(self.balancedness_drift, 'a state')}")
         return "\n".join(lines)
@@ -426,7 +430,8 @@ class FlowResult(_PackedViews):
         meta = {"schema": SAVE_SCHEMA, "flowlib": __version__, "kind": "FlowResult", "problem": self.problem.to_dict(),
                 "status": self.status.value, "message": self.message, "order": self.order, "rtol": self.rtol,
                 "wall_s": self.wall_s, "options": self.options, "event_kinds": [e.kind for e in ev],
-                "dense": self.coefficients is not None, "dps": self.dps, "clock": self.clock}
+                "dense": self.coefficients is not None, "dps": self.dps, "clock": self.clock,
+                "inclusion_residual": None if math.isnan(self.inclusion_residual) else self.inclusion_residual}
         numbers = {"t": self.t, "states": self.states, "loss": self.loss, "energy": self.energy,
                    "t_eval": self.t_eval, "states_eval": self.states_eval,
                    "event_t": np.array([e.t for e in ev], dtype=object),

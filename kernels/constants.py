@@ -1,7 +1,7 @@
 """Codes and limits shared by the float64 kernels and the mpmath backend (plain Python: no numba import).
 
 Event kinds are logged as these integers by the kernels; :mod:`flowlib.result` maps them to the names of
-DESIGN.md §3.
+docs/design.md (Solution concept).
 """
 
 EVENT_CROSS = 0
@@ -13,6 +13,18 @@ EVENT_ZENO = 5
 
 TIE_STAY = 0
 TIE_LEAVE = 1
+
+#: Modes of a (sample, neuron) surface: the state is in a cell on one side (free), kept on the surface (held:
+#: sliding, sticking, or a tie it stays on), or there is no surface (void: ``x_i = 0`` without bias).
+MODE_FREE = 0
+MODE_HELD = 1
+MODE_VOID = 2
+
+#: ``drop`` values: how many leading Taylor terms of a switching polynomial are known to vanish (the state sits
+#: on a surface it has just crossed, or been released from).
+DROP_NONE = 0
+DROP_CROSSED = 1
+DROP_RELEASED = 2
 
 #: Largest number of hyperplanes one neuron may sit on at once.
 MAX_SURFACES = 64

@@ -54,7 +54,9 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .constants import CONVERGED_ROUNDINGS, NOISE_BAND
+from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
+                        MODE_VOID, NOISE_BAND)
+from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import taylor_step
@@ -62,14 +64,6 @@ from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, log_networ
     max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
     velocity_inner
 
-MODE_FREE = 0
-MODE_HELD = 1
-MODE_VOID = 2
-
-#: ``drop`` values: how many leading Taylor terms of a switching polynomial are known to vanish.
-DROP_NONE = 0
-DROP_CROSSED = 1
-DROP_RELEASED = 2
 
 _EPS = 2.220446049250313e-16
 _SIMULTANEOUS = 64.0 * _EPS
@@ -606,10 +600,12 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         Side of each free surface; updated in place.
     mode, drop : ndarray of int8, shape (n, m)
         Surface modes and the number of vanishing leading terms (see module doc); updated in place.
-    clock : ndarray, shape (1,) or (2,)
+    clock : ndarray, shape (1,), (2,) or (3,)
         The current time; updated in place. With two entries, ``clock[1]`` receives the time at which a square-loss
         flow was found converged to working precision (:func:`_converged`; untouched otherwise): the chunk then
-        records one last step that holds the state constant to ``t_end`` and returns ``SUCCESS``.
+        records one last step that holds the state constant to ``t_end`` and returns ``SUCCESS``. With three,
+        ``clock[2]`` is raised to the largest inclusion residual of the chunk's steps
+        (:func:`.inclusion.inclusion_residual`: the distance of each step's velocity to the Filippov set).
     t_end : float
     max_steps, max_events : int
         Budgets of this chunk; ``out_*`` must have the shapes below and ``ev_*`` at least ``max_events + 3 n m``
@@ -754,6 +750,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 for l in range(min(k, lmax) + 1):
                     acc += C[l, j, da] * G[k - l, i]
                 phi[k, slot] = acc
+        if clock.shape[0] > 2:
+            clock[2] = max(clock[2], inclusion_residual(Xa, G[0], C, S, mode, drop, leak, bias))
         top = max_abs(C[K])
         below = max_abs(C[K - 1])
         if not (math.isfinite(top) and math.isfinite(below)):
