@@ -5,12 +5,19 @@ bias, fixed outer layer, n = 2, m = 2, d = 1) and Boursier-Flammarion's 3 points
 loss, bias, trained outer layer, n = 3, m = 50, d = 1). The mpmath flow runs seed 000 to t = 1000 (through both
 kinks) and seed 003 to t = 0.5 (its first crossings). Run ``python -m benchmarks.precision`` for the table; the
 pytest-benchmark suite ``benchmarks/test_precision.py`` records the same runs in its JSON.
+
+Two measurements against peers timed in the same run (never against stored timings): mpmath GD at
+``PEER_DPS = 40`` digits against :func:`plain_mp_descent`, a straightforward loop over lists of mpf objects doing
+the same arithmetic (same iterates); and the mpmath flow of seed 003's three points (m = 50, t = 0.5) at 30 and 50
+digits against the float64 flow of the same problem (seconds and ratio).
 """
 
 from __future__ import annotations
 
 import platform
 import time
+
+from mpmath import mp, mpf
 
 import flowlib as fl
 from flowlib import examples
@@ -24,6 +31,10 @@ CASES = {"seed 000 gd-rate (n=2, m=2)": lambda: examples.gd_rate_network(2.0, 3.
          "seed 003 three points (n=3, m=50)": lambda: examples.three_points(50)}
 #: flow time of the mpmath flow runs, per case
 FLOW_T_END = {"seed 000 gd-rate (n=2, m=2)": 1000.0, "seed 003 three points (n=3, m=50)": 0.5}
+#: digits of the GD comparison against the plain mpmath loop
+PEER_DPS = 40
+#: the flow compared with float64: seed 003's three points
+PEER_FLOW_CASE = "seed 003 three points (n=3, m=50)"
 
 
 def warm() -> float:
@@ -47,6 +58,76 @@ def run_mpmath(prob, p0, dps: int, steps: int = MP_STEPS):
 def run_mp_flow(prob, p0, dps: int, t_end: float):
     """The flow at ``dps`` digits over ``[0, t_end]``."""
     return fl.gradient_flow(prob, p0, t_end, dps=dps)
+
+
+def plain_mp_descent(prob, p0, lr: float, steps: int, dps: int) -> list:
+    """The peer of the mpmath GD: ``steps`` iterations over lists of mpf objects, written out directly (the same
+    operations in the same order as :class:`flowlib.mp.descent.MPDescent`, ``sigma'(0) = leak``, activation sides
+    tracked for the flips), returning the last iterate as ``P[j] = [w_j..., b_j, a_j]``."""
+    with mp.workdps(dps):
+        Xa = [[mpf(float(v)) for v in row] + [mpf(1)] for row in prob.X]
+        Y = [mpf(float(v)) for v in prob.y]
+        c = mpf(1) / len(Y) if prob.reduction == "mean" else mpf(1)
+        leak, eta = mpf(float(prob.leak)), mpf(float(lr))
+        P = [[mpf(float(v)) for v in row] for row in p0.packed()]
+        da = len(Xa[0])
+
+        def pre():
+            Z = []
+            for x in Xa:
+                row = []
+                for p in P:
+                    acc = p[0] * x[0]
+                    for q in range(1, da):
+                        acc += p[q] * x[q]
+                    row.append(acc)
+                Z.append(row)
+            return Z
+
+        def dloss(f, t):
+            if prob.loss == "square":
+                return c * (f - t)
+            if prob.loss == "exp":
+                return -c * t * mp.exp(-t * f)
+            return -c * t / (1 + mp.exp(t * f))
+
+        Z = pre()
+        side = [[z > 0 for z in row] for row in Z]
+        for _ in range(steps):
+            F = []
+            for row, up in zip(Z, side):
+                f = mpf(0)
+                for p, z, u in zip(P, row, up):
+                    f += p[-1] * (z if u else leak * z)
+                F.append(f)
+            G = [dloss(f, t) for f, t in zip(F, Y)]
+            for j, p in enumerate(P):
+                gw, ga = [mpf(0)] * da, mpf(0)
+                for i, x in enumerate(Xa):
+                    z = Z[i][j]
+                    g = G[i] if side[i][j] else G[i] * leak
+                    if side[i][j] or z:
+                        ga += g * z
+                    for q in range(da):
+                        gw[q] += g * x[q]
+                a = p[-1]
+                for q in range(da if prob.bias else da - 1):
+                    p[q] -= eta * (a * gw[q])
+                if prob.train_outer:
+                    p[-1] = a - eta * ga
+            Z = pre()
+            side = [[z > 0 for z in row] for row in Z]
+        return P
+
+
+def run_peer_pair(prob, p0, steps: int = MP_STEPS, dps: int = PEER_DPS):
+    """The mpmath GD and its plain-loop peer on the same problem (for the same-run comparison)."""
+    return run_mpmath(prob, p0, dps, steps), plain_mp_descent(prob, p0, LR, steps, dps)
+
+
+def run_float64_flow(prob, p0, t_end: float):
+    """The float64 flow over ``[0, t_end]`` (the reference of the mpmath flow's cost)."""
+    return fl.gradient_flow(prob, p0, t_end)
 
 
 def _best(fn, repeats: int) -> float:
@@ -74,6 +155,7 @@ def main() -> int:
         rate = FLOAT64_STEPS / _best(lambda prob=prob, p0=p0: run_float64(prob, p0), 5)
         cells = [_best(lambda prob=prob, p0=p0, d=d: run_mpmath(prob, p0, d), 3) / MP_STEPS * 1e3 for d in MP_DPS]
         print(f"{name:<36}{rate:>14.3g}" + "".join(f"{c:>24.3f}" for c in cells))
+    peer_lines()
     print("\ngradient flow at dps digits (one run each): Taylor order, steps, events, wall time, ms per step")
     for name, make in CASES.items():
         prob, p0 = make()
@@ -83,6 +165,23 @@ def main() -> int:
             print(f"{name:<36} t = {t_end:<7g} {d} digits: order {res.order}, {res.n_steps} steps, "
                   f"{res.n_events} events, {res.wall_s:.2f} s, {res.wall_s / max(res.n_steps, 1) * 1e3:.1f} ms/step")
     return 0
+
+
+def peer_lines() -> None:
+    """Print the same-run comparisons: mpmath GD against the plain loop, the mpmath flow against float64."""
+    prob, p0 = CASES[PEER_FLOW_CASE]()
+    lib = _best(lambda: run_mpmath(prob, p0, PEER_DPS), 3)
+    peer = _best(lambda: plain_mp_descent(prob, p0, LR, MP_STEPS, PEER_DPS), 3)
+    print(f"\n{PEER_FLOW_CASE}, GD at {PEER_DPS} digits, {MP_STEPS} iterations (best of 3, same run): flowlib "
+          f"{lib / MP_STEPS * 1e3:.3f} ms/it, plain mpmath loop {peer / MP_STEPS * 1e3:.3f} ms/it, "
+          f"ratio {lib / peer:.2f}")
+    t_end = FLOW_T_END[PEER_FLOW_CASE]
+    run_float64_flow(prob, p0, t_end)  # compile or load the kernels
+    f64 = _best(lambda: run_float64_flow(prob, p0, t_end), 5)
+    for d in MP_DPS:
+        flow = _best(lambda d=d: run_mp_flow(prob, p0, d, t_end), 2)
+        print(f"{PEER_FLOW_CASE}, flow to t = {t_end:g} at {d} digits (best of 2): {flow:.3f} s; float64 flow "
+              f"{f64 * 1e3:.2f} ms (best of 5); ratio {flow / f64:.0f}")
 
 
 if __name__ == "__main__":

@@ -55,3 +55,26 @@ def test_mp_flow(benchmark, case_name, case, dps):
     exact = res.float64("states")[-1]
     assert np.max(np.abs(ref.states[-1] - exact)) <= 1e-12 * np.max(np.abs(exact))
     benchmark.extra_info.update(steps=res.n_steps, events=res.n_events, order=res.order, dps=dps)
+
+
+@pytest.mark.benchmark(group="descent-mpmath-peer")
+def test_plain_mpmath_loop_peer(benchmark):
+    """The peer of the mpmath GD (timed in the same session): its iterate equals flowlib's bit for bit."""
+    prob, p0 = precision.CASES[precision.PEER_FLOW_CASE]()
+    P = benchmark.pedantic(precision.plain_mp_descent, args=(prob, p0, precision.LR, precision.MP_STEPS,
+                                                             precision.PEER_DPS), rounds=3, iterations=1)
+    gd = precision.run_mpmath(prob, p0, precision.PEER_DPS)
+    assert [v for row in P for v in row] == list(gd.states[-1].ravel())
+    benchmark.extra_info.update(steps=precision.MP_STEPS, dps=precision.PEER_DPS)
+
+
+@pytest.mark.benchmark(group="flow-float64-peer")
+def test_float64_flow_peer(benchmark):
+    """The float64 flow of the case whose mpmath flow is compared with it: same events as the 30-digit flow."""
+    prob, p0 = precision.CASES[precision.PEER_FLOW_CASE]()
+    t_end = precision.FLOW_T_END[precision.PEER_FLOW_CASE]
+    precision.run_float64_flow(prob, p0, t_end)
+    res = benchmark.pedantic(precision.run_float64_flow, args=(prob, p0, t_end), rounds=5, iterations=1)
+    deep = precision.run_mp_flow(prob, p0, 30, t_end)
+    assert res.status == deep.status == "success"
+    assert [(e.kind, e.neuron, e.sample) for e in res.events] == [(e.kind, e.neuron, e.sample) for e in deep.events]

@@ -5,7 +5,9 @@ Same layout, loss conventions, slopes and flip log as the float64 kernel (see it
 ("z > 0" against "z <= 0") differs from iterate ``k - 1``. Every number is an mpf at ``dps`` digits: the data,
 labels, step size and initial state are converted exactly from their float64 values, the reduction factor is
 ``mpf(1) / n``, and the arithmetic runs inside ``mp.workdps(dps)`` (the global precision is never touched).
-Plain lists of mpf are used: for the small networks this is meant for they are faster than mpmath matrices.
+The state is kept as lists of raw mpf tuples, updated with the operations of mpf arithmetic on raw tuples
+(:func:`flowlib.mp.fast.arithmetic`: same precision, same rounding, same order, so the same numbers), which saves
+creating an mpf object per operation.
 
 This module imports neither numba nor :mod:`flowlib.kernels`; the public entry point is
 :func:`flowlib.gradient_descent` with ``dps=...``.
@@ -14,7 +16,9 @@ This module imports neither numba nor :mod:`flowlib.kernels`; the public entry p
 from __future__ import annotations
 
 from mpmath import mp, mpf
+from mpmath.libmp import fone, fzero, mpf_sub
 
+from flowlib.mp.fast import arithmetic
 from flowlib.running import StepInterrupted
 
 RUNNING = "running"  #: the call's step budget was used up
@@ -24,6 +28,11 @@ INTERRUPTED = "interrupted"  #: Ctrl-C arrived inside an iterate (discarded)
 NONFINITE = "nonfinite"  #: the next iterate or its loss is not finite (not taken)
 
 LOSSES = ("exp", "logistic", "square")
+
+
+def _positive(z) -> bool:
+    """``z > 0`` for a finite raw mpf."""
+    return bool(z[1]) and not z[0]
 
 
 class MPDescent:
@@ -62,57 +71,72 @@ class MPDescent:
         self.bias = bool(problem.bias)
         self.train_outer = bool(problem.train_outer)
         with mp.workdps(self.dps):
-            self.Xa = [[mpf(float(v)) for v in row] + [mpf(1)] for row in problem.X]
+            self.Xa = [[mpf(float(v))._mpf_ for v in row] + [fone] for row in problem.X]
             self.y = [mpf(float(v)) for v in problem.y]
             self.c = mpf(1) / len(self.y) if problem.reduction == "mean" else mpf(1)
-            self.leak = mpf(float(problem.leak))
-            self.selection = mpf(float(selection))
-            self.lr = mpf(float(lr))
-            self.P = [[mpf(float(v)) for v in row] for row in P0]
+            self.leak = mpf(float(problem.leak))._mpf_
+            self.selection = mpf(float(selection))._mpf_
+            self.lr = mpf(float(lr))._mpf_
+            self._P = [[mpf(float(v))._mpf_ for v in row] for row in P0]
             self.Z = self._preactivations()
-        self.active = [[z > 0 for z in row] for row in self.Z]
+        self.active = [[_positive(z) for z in row] for row in self.Z]
         self.k = 0
 
+    @property
+    def P(self) -> list:
+        """The current iterate (list of list of mpf)."""
+        make = mp.make_mpf
+        return [[make(v) for v in p] for p in self._P]
+
     # ----- the formulas (call inside mp.workdps) ------------------------------------------------------------
+    # Raw mpf tuples and the operations of mpf arithmetic on them, at the same precision and rounding: the numbers
+    # of the same formulas written with mpf objects (the iterates are the same bit for bit), without an object per
+    # operation.
     def _preactivations(self) -> list:
-        """``Z[i][j] = <P[j][:d + 1], Xa[i]>``."""
+        """``Z[i][j] = <P[j][:d + 1], Xa[i]>``, accumulated left to right (one rounding per operation)."""
+        prec, rnd = mp._prec_rounding
+        times, plus, _ = arithmetic(rnd)
         da = len(self.Xa[0])
         Z = []
         for x in self.Xa:
             row = []
-            for p in self.P:
-                acc = p[0] * x[0]
+            for p in self._P:
+                acc = times(p[0], x[0], prec)
                 for q in range(1, da):
-                    acc += p[q] * x[q]
+                    acc = plus(acc, times(p[q], x[q], prec), prec)
                 row.append(acc)
             Z.append(row)
         return Z
 
     def _outputs(self) -> list:
-        """``f_i = sum_j a_j sigma(z_ij)`` at the current iterate (``active`` holds ``z_ij > 0``)."""
-        leak, P = self.leak, self.P
+        """``f_i = sum_j a_j sigma(z_ij)`` at the current iterate (``active`` holds ``z_ij > 0``), raw."""
+        prec, rnd = mp._prec_rounding
+        times, plus, _ = arithmetic(rnd)
+        leak, P = self.leak, self._P
         out = []
         for row, up in zip(self.Z, self.active):
-            f = mpf(0)
+            f = fzero
             for p, z, u in zip(P, row, up):
-                f += p[-1] * (z if u else leak * z)
+                f = plus(f, times(p[-1], z if u else times(leak, z, prec), prec), prec)
             out.append(f)
         return out
 
     def _loss_derivatives(self, F) -> list:
-        """``G_i = c l'(f_i)``."""
+        """``G_i = c l'(f_i)`` (raw)."""
         c = self.c
+        F = [mp.make_mpf(f) for f in F]
         if self.loss_name == "square":
-            return [c * (f - t) for f, t in zip(F, self.y)]
+            return [(c * (f - t))._mpf_ for f, t in zip(F, self.y)]
         if self.loss_name == "exp":
-            return [-c * t * mp.exp(-t * f) for f, t in zip(F, self.y)]
-        return [-c * t / (1 + mp.exp(t * f)) for f, t in zip(F, self.y)]
+            return [(-c * t * mp.exp(-t * f))._mpf_ for f, t in zip(F, self.y)]
+        return [(-c * t / (1 + mp.exp(t * f)))._mpf_ for f, t in zip(F, self.y)]
 
     def loss(self):
         """``L = c sum_i l(f_i, y_i)`` at the current iterate (an mpf at the run's precision)."""
         with mp.workdps(self.dps):
             total = mpf(0)
             for f, t in zip(self._outputs(), self.y):
+                f = mp.make_mpf(f)
                 if self.loss_name == "square":
                     total += (f - t) ** 2 / 2
                 elif self.loss_name == "exp":
@@ -123,32 +147,31 @@ class MPDescent:
 
     def _step(self) -> None:
         """One step ``theta <- theta - lr grad L(theta)``; leaves ``Z`` at the new iterate."""
+        prec, rnd = mp._prec_rounding
+        times, plus, _ = arithmetic(rnd)
         G = self._loss_derivatives(self._outputs())
         leak, selection, lr, Xa = self.leak, self.selection, self.lr, self.Xa
         da = len(Xa[0])
-        zero = mpf(0)
-        for j, p in enumerate(self.P):
-            gw = [zero] * da
-            ga = zero
+        for j, p in enumerate(self._P):
+            gw = [fzero] * da
+            ga = fzero
             for i, x in enumerate(Xa):
                 z = self.Z[i][j]
                 if self.active[i][j]:
                     g = G[i]
-                    ga += g * z
-                elif z:  # z < 0
-                    g = G[i] * leak
-                    ga += g * z
+                    ga = plus(ga, times(g, z, prec), prec)
+                elif z != fzero:  # z < 0
+                    g = times(G[i], leak, prec)
+                    ga = plus(ga, times(g, z, prec), prec)
                 else:  # z == 0 exactly
-                    g = G[i] * selection
+                    g = times(G[i], selection, prec)
                 for q in range(da):
-                    gw[q] += g * x[q]
+                    gw[q] = plus(gw[q], times(g, x[q], prec), prec)
             a = p[-1]
-            for q in range(da - 1):
-                p[q] -= lr * (a * gw[q])
-            if self.bias:
-                p[da - 1] -= lr * (a * gw[da - 1])
+            for q in range(da - 1 if not self.bias else da):
+                p[q] = mpf_sub(p[q], times(lr, times(a, gw[q], prec), prec), prec, rnd)
             if self.train_outer:
-                p[-1] = a - lr * ga
+                p[-1] = mpf_sub(a, times(lr, ga, prec), prec, rnd)
         self.Z = self._preactivations()
 
     # ----- driving ------------------------------------------------------------------------------------------
@@ -194,27 +217,27 @@ class MPDescent:
     def _iterate(self, records: list, flips: list) -> bool:
         """One iterate with its flips and record; False when the iterate or its recorded loss is not finite."""
         self._step()
-        if not all(mp.isfinite(v) for p in self.P for v in p):
+        if not all(man or not exp for p in self._P for _, man, exp, _ in p):
             return False
         self.k += 1
         for i, row in enumerate(self.Z):
             for j, z in enumerate(row):
-                up = z > 0
+                up = _positive(z)
                 if up != self.active[i][j]:
                     self.active[i][j] = up
                     flips.append((self.k, j, i, 1 if up else -1))
         if self.k % self.record_every == 0 or self.k == self.steps:
             loss = self.loss()
-            records.append((self.k, [list(p) for p in self.P], loss))
+            records.append((self.k, self.P, loss))
             if not loss < mp.inf:
                 return False
         return True
 
     def _snapshot(self, n_records: int, n_flips: int) -> tuple:
-        return [list(p) for p in self.P], self.Z, [list(row) for row in self.active], self.k, n_records, n_flips
+        return [list(p) for p in self._P], self.Z, [list(row) for row in self.active], self.k, n_records, n_flips
 
     def _restore(self, saved: tuple, records: list, flips: list) -> None:
         """Back to the iterate of :meth:`_snapshot` (an iterate interrupted, or not finite, is discarded)."""
-        self.P, self.Z, self.active, self.k, n_records, n_flips = saved
+        self._P, self.Z, self.active, self.k, n_records, n_flips = saved
         del records[n_records:]
         del flips[n_flips:]

@@ -4,89 +4,172 @@ The algorithm of :mod:`flowlib.kernels.roots` (exclusion test, Descartes / Vince
 bisection, leftmost first) at working precision; an isolated root is polished by safeguarded Newton iteration
 inside its bracket instead of plain bisection (a few iterations instead of ``3.3 dps``). Call inside
 ``mp.workdps(...)``.
+
+The arithmetic runs on raw mpf tuples with the libmp operations that mpf arithmetic calls, at the same precision
+and rounding: the numbers are those of the same formulas written with mpf objects, without creating one object per
+operation.
 """
 
 from __future__ import annotations
 
-from mpmath import mp, mpf
+from mpmath import mp
+from mpmath.libmp import fone, from_int, fzero, mpf_abs, mpf_add, mpf_div, mpf_gt, mpf_le, mpf_lt, mpf_mul, \
+    mpf_mul_int, mpf_neg, mpf_sub, mpf_sum
+
+from flowlib.mp.fast import arithmetic
 
 #: Deepest bisection before an unresolved cluster of roots is reported at its left end.
 MAX_DEPTH = 400
 
+_TWO, _FOUR = from_int(2), from_int(4)
+_AT_BOUND = "bound"  #: the root is the bound itself (returned as given)
 
-def _horner(r, x):
+
+def _horner(r, x, prec, rnd):
+    mul_add = arithmetic(rnd)[2]
     acc = r[-1]
     for c in reversed(r[:-1]):
-        acc = acc * x + c
+        acc = mul_add(acc, x, c, prec)
     return acc
 
 
-def _horner_with_derivative(r, x):
-    value, slope = r[-1], mpf(0)
+def _horner_with_derivative(r, x, prec, rnd):
+    mul_add = arithmetic(rnd)[2]
+    value, slope = r[-1], fzero
     for c in reversed(r[:-1]):
-        slope = slope * x + value
-        value = value * x + c
+        slope = mul_add(slope, x, value, prec)
+        value = mul_add(value, x, c, prec)
     return value, slope
 
 
-def _shift_scale(r, a, width):
+def _shift_scale(r, a, width, prec, rnd):
     """Coefficients of ``r(a + width u)``."""
+    mul, _, mul_add = arithmetic(rnd)
     out = list(r)
     deg = len(r) - 1
     for i in range(deg):
         for k in range(deg - 1, i - 1, -1):
-            out[k] += a * out[k + 1]
-    p = mpf(1)
+            out[k] = mul_add(a, out[k + 1], out[k], prec)
+    p = fone
     for k in range(deg + 1):
-        out[k] *= p
-        p *= width
+        out[k] = mul(out[k], p, prec)
+        p = mul(p, width, prec)
     return out
 
 
-def _sign_variations(s):
+def _sign_variations(s, prec, rnd):
     """Descartes bound on the roots of ``s(u)`` in ``(0, 1)``: variations of ``(1 + v)^deg s(1 / (1 + v))``."""
+    add = arithmetic(rnd)[1]
     tmp = list(reversed(s))
     deg = len(s) - 1
     for i in range(deg):
         for k in range(deg - 1, i - 1, -1):
-            tmp[k] += tmp[k + 1]
-    count, last = 0, 0
+            tmp[k] = add(tmp[k], tmp[k + 1], prec)
+    count, last = 0, None
     for v in tmp:
-        if v:
-            if last and (v > 0) != (last > 0):
+        if v != fzero:
+            if last is not None and mpf_gt(v, fzero) != mpf_gt(last, fzero):
                 count += 1
             last = v
     return count
 
 
+def _dominant(r, prec, rnd) -> bool:
+    """``|r[0]| > sum |r[1:]|`` (no root in ``[0, 1]``), with the roundings of ``abs`` and ``mp.fsum``."""
+    tail = mpf_sum([mpf_abs(c, prec, rnd) for c in r[1:]], prec, rnd)
+    return mpf_gt(mpf_abs(r[0], prec, rnd), tail)
+
+
 def excluded(g, bound, drop: int) -> bool:
-    """True when ``g(tau) / tau^drop`` provably has no root in ``[0, bound]``."""
-    tail = mpf(0)
-    for c in reversed(g[drop + 1:]):
-        tail = tail * bound + abs(c)
-    return abs(g[drop]) > tail * bound
+    """True when ``g(tau) / tau^drop`` provably has no root in ``[0, bound]``: ``|g[drop]| > sum_k |g[k]| bound^(k -
+    drop)`` with the sum by Horner's rule, rounded at each operation as mpf arithmetic is.
+
+    The answer is decided from the exact sum (Python integers) when ``|g[drop]|`` lies outside the sum's rounding
+    bound; only a near tie runs the rounded recurrence, so the answer is always that of the rounded one."""
+    prec, rnd = mp._prec_rounding
+    b = bound._mpf_
+    coefs = [c._mpf_ for c in g[drop:]]
+    decided = _excluded_exact(coefs, b, prec)
+    return _excluded_rounded(coefs, b, prec, rnd) if decided is None else decided
 
 
-def _polish(r, lo, hi, f_lo):
+def _excluded_rounded(coefs, b, prec, rnd) -> bool:
+    tail = fzero
+    for c in reversed(coefs[1:]):
+        tail = mpf_add(mpf_mul(tail, b, prec, rnd), mpf_abs(c, prec, rnd), prec, rnd)
+    return mpf_gt(mpf_abs(coefs[0], prec, rnd), mpf_mul(tail, b, prec, rnd))
+
+
+#: Widest exponent gap the exact test of :func:`excluded` aligns (beyond it the rounded recurrence decides).
+_MAX_GAP = 4096
+
+
+def _excluded_exact(coefs, b, prec):
+    """:func:`excluded` from the exact ``X = sum_k |c_k| b^k`` (k >= 1): True or False when ``|c_0|`` is outside
+    ``X (1 +- (6n + 8) 2^-prec)`` (the rounded Horner sum, ``n`` steps of two roundings, the final product and the
+    roundings of ``abs``, lies inside), None otherwise or for a value that is not finite."""
+    _, bm, be, _ = b
+    if not bm or b[0]:
+        return None
+    man, exp = 0, 0
+    for sign, cm, ce, _ in reversed(coefs[1:]):
+        if not cm and ce:
+            return None
+        if not man:
+            man, exp = cm, ce
+            continue
+        man, exp = man * bm, exp + be
+        if cm:
+            gap = exp - ce
+            if abs(gap) > _MAX_GAP:
+                return None
+            man, exp = ((man << gap) + cm, ce) if gap > 0 else (man + (cm << -gap), exp)
+    _, lm, le, _ = coefs[0]
+    if not lm and le:
+        return None
+    if not man:
+        return bool(lm)  # the tail is an exact 0
+    if not lm:
+        return False
+    man, exp = man * bm, exp + be
+    top_l, top_x = le + lm.bit_length(), exp + man.bit_length()
+    if top_l > top_x + 1:
+        return True
+    if top_l < top_x - 1:
+        return False
+    low = min(le, exp)
+    lhs = (lm << (le - low)) << prec
+    slack = (6 * len(coefs) + 8) * (man << (exp - low))
+    rhs = (man << (exp - low)) << prec
+    if lhs > rhs + slack:
+        return True
+    if lhs < rhs - slack:
+        return False
+    return None
+
+
+def _polish(r, lo, hi, f_lo, prec, rnd):
     """Root of ``r`` in ``[lo, hi]`` (a sign change): safeguarded Newton; returns the bracket end past it."""
-    tol = 8 * mp.eps * hi
-    x = (lo + hi) / 2
+    tol = mpf_mul(mpf_mul_int(mp.eps._mpf_, 8, prec, rnd), hi, prec, rnd)
+    quarter = mpf_div(tol, _FOUR, prec, rnd)
+    up = mpf_gt(f_lo, fzero)
+    x = mpf_div(mpf_add(lo, hi, prec, rnd), _TWO, prec, rnd)
     for _ in range(MAX_DEPTH):
-        value, slope = _horner_with_derivative(r, x)
-        if value == 0:
+        value, slope = _horner_with_derivative(r, x, prec, rnd)
+        if value == fzero:
             return x
-        if (value > 0) == (f_lo > 0):
+        if mpf_gt(value, fzero) == up:
             lo = x
         else:
             hi = x
-        if hi - lo <= tol:
+        if mpf_le(mpf_sub(hi, lo, prec, rnd), tol):
             break
-        step = value / slope if slope else hi - lo
-        guess = x - step
-        if abs(step) <= tol / 4:
+        step = mpf_div(value, slope, prec, rnd) if slope != fzero else mpf_sub(hi, lo, prec, rnd)
+        guess = mpf_sub(x, step, prec, rnd)
+        if mpf_le(mpf_abs(step, prec, rnd), quarter):
             # converged from one side: step a little past the root so the next point closes the bracket
-            guess -= tol / 4 if step > 0 else -tol / 4
-        x = guess if lo < guess < hi else (lo + hi) / 2
+            guess = mpf_sub(guess, quarter if mpf_gt(step, fzero) else mpf_neg(quarter), prec, rnd)
+        x = guess if mpf_lt(lo, guess) and mpf_lt(guess, hi) else mpf_div(mpf_add(lo, hi, prec, rnd), _TWO, prec, rnd)
     return hi
 
 
@@ -107,41 +190,50 @@ def earliest_root(g, bound, drop: int = 0):
     mpf or None
         The root (within a few ulps of working precision, on the far side of the sign change), or ``None``.
     """
+    prec, rnd = mp._prec_rounding
+    scale = bound._mpf_
     r = []
-    p = mpf(1)
+    p = fone
     for c in g[drop:]:
-        r.append(c * p)
-        p *= bound
-    while len(r) > 1 and r[-1] == 0:
+        r.append(mpf_mul(c._mpf_, p, prec, rnd))
+        p = mpf_mul(p, scale, prec, rnd)
+    while len(r) > 1 and r[-1] == fzero:
         r.pop()
-    while len(r) > 1 and r[0] == 0:
+    while len(r) > 1 and r[0] == fzero:
         r.pop(0)
-    if len(r) == 1:
+    if len(r) == 1 or _dominant(r, prec, rnd):
         return None
-    if abs(r[0]) > mp.fsum(abs(c) for c in r[1:]):
-        return None
-    eps = mp.eps
-    stack = [(mpf(0), mpf(1), 0)]
+    root = _isolate(r, prec, rnd)
+    if root is None or root is _AT_BOUND:
+        return None if root is None else bound
+    return mp.make_mpf(mpf_mul(root, scale, prec, rnd))
+
+
+def _isolate(r, prec, rnd):
+    """The leftmost root of ``r`` in ``(0, 1]`` (raw), :data:`_AT_BOUND` for an exact root at 1 found after the
+    search, or ``None``: bisection with Descartes' rule, then :func:`_polish`."""
+    four_eps = mpf_mul_int(mp.eps._mpf_, 4, prec, rnd)
+    stack = [(fzero, fone, 0)]
     while stack:
         a, b, depth = stack.pop()
-        s = _shift_scale(r, a, b - a)
-        if abs(s[0]) > mp.fsum(abs(c) for c in s[1:]):
+        s = _shift_scale(r, a, mpf_sub(b, a, prec, rnd), prec, rnd)
+        if _dominant(s, prec, rnd):
             continue
-        variations = _sign_variations(s)
-        fa, fb = s[0], mp.fsum(s)
-        if fa == 0 and a > 0:
-            return a * bound
-        change = (fa > 0) != (fb > 0) and fb != 0
+        variations = _sign_variations(s, prec, rnd)
+        fa, fb = s[0], mpf_sum(s, prec, rnd)
+        if fa == fzero and mpf_gt(a, fzero):
+            return a
+        change = mpf_gt(fa, fzero) != mpf_gt(fb, fzero) and fb != fzero
         if variations == 0 and not change:
             continue
         if variations <= 1 and change:
-            return _polish(r, a, b, fa) * bound
-        if b - a <= 4 * eps or depth >= MAX_DEPTH:
+            return _polish(r, a, b, fa, prec, rnd)
+        if mpf_le(mpf_sub(b, a, prec, rnd), four_eps) or depth >= MAX_DEPTH:
             # a cluster of roots (tangency) narrower than the working precision
-            return a * bound if a > 0 else b * bound
-        mid = (a + b) / 2
+            return a if mpf_gt(a, fzero) else b
+        mid = mpf_div(mpf_add(a, b, prec, rnd), _TWO, prec, rnd)
         stack.append((mid, b, depth + 1))
         stack.append((a, mid, depth + 1))
-    if _horner(r, mpf(1)) == 0:
-        return bound
+    if _horner(r, fone, prec, rnd) == fzero:
+        return _AT_BOUND
     return None

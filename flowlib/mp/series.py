@@ -4,14 +4,22 @@ The arbitrary-precision twin of :mod:`flowlib.kernels.series` (same recurrences,
 docstring): ``P[j] = (w_j, b_j, a_j)`` as a list of ``d + 2`` mpf, ``Xa[i] = (x_i, 1)``, slopes ``S[i][j]`` in
 ``{leak, 1}`` (0 on held surfaces). Every function here must be called inside ``mp.workdps(...)``; the data are
 converted once, exactly from their float64 values, by :class:`MPData`.
+
+The hot loops (the recurrences, the state polynomial, the step's energy) run on raw mpf tuples and, for the exact
+sums that ``mp.fdot`` rounds once, on Python integers (:mod:`flowlib.mp.fast`): the numbers are those of the same
+formulas over mpf objects bit for bit, several times faster.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import mul
 
 from mpmath import mp, mpf
+from mpmath.libmp import fone, from_int, fzero, mpf_add, mpf_div, mpf_mul, mpf_mul_int, mpf_pow_int, mpf_sub, mpf_sum
+from mpmath.libmp import round_nearest as ROUND_NEAREST
 
+from flowlib.mp.fast import Fixed, Inexact, Track, check_span, div_int, dot, mul_add, round_nearest, times
 from flowlib.problem import Problem
 
 LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = 0, 1, 2
@@ -187,7 +195,169 @@ def taylor_coefficients(data: MPData, S, P, order: int, constraints, s0=None) ->
     ``constraints[j]`` lists ``(slot, sample, pinv_row)`` for the surfaces neuron ``j`` is held on; its velocity is
     projected order by order exactly as in :func:`flowlib.kernels.series.taylor_coefficients`. With ``s0`` the
     expansion is in the log clock ``s = ln(1 + t)`` about ``s0``.
+
+    Every sum is an exact sum of products rounded once, as ``mp.fdot`` does; they are computed on Python integers
+    (:mod:`flowlib.mp.fast`), the other operations with the libmp functions of mpf arithmetic on raw tuples. The
+    numbers are those of :func:`_taylor_reference` bit for bit, which runs instead where the integer path cannot
+    guarantee that (see :class:`flowlib.mp.fast.Inexact`).
     """
+    if mp._prec_rounding[1] == ROUND_NEAREST:
+        try:
+            return _taylor_integer(data, S, P, order, constraints, s0)
+        except Inexact:
+            pass
+    return _taylor_reference(data, S, P, order, constraints, s0)
+
+
+def _scale(s, x, prec):
+    """``s * x`` rounded (raw mpf; a slope ``s`` of exactly 1 returns ``x``, which is already rounded)."""
+    return x if s == fone else times(s, x, prec)
+
+
+def _wrap(rows) -> list:
+    """Nested lists of raw mpf as nested lists of mpf."""
+    make = mp.make_mpf
+    return [[make(x) for x in row] for row in rows]
+
+
+class _Inputs:
+    """The data as integers for :func:`_taylor_integer`: ``rows[i]`` is ``Xa[i]`` and ``columns[q]`` column ``q``,
+    at exponent ``exp``; ``lo``, ``hi`` the exponent range of the nonzero entries."""
+
+    def __init__(self, data: MPData):
+        da = data.da
+        flat = Fixed([x._mpf_ for row in data.Xa for x in row])
+        if flat.ints is None:
+            raise Inexact
+        self.rows = [flat.ints[i * da:(i + 1) * da] for i in range(data.n)]
+        self.columns = [list(col) for col in zip(*self.rows)]
+        self.exp, self.lo, self.hi = flat.exp, flat.lo, flat.hi
+
+
+def _switching(Ck, inputs: _Inputs, da: int, prec: int) -> list:
+    """``Z[i][j] = fdot(Ck[j][:da], Xa[i])`` (raw)."""
+    block = Fixed([x for row in Ck for x in row[:da]])
+    if block.ints is None:
+        raise Inexact
+    check_span([(block.lo, block.hi, inputs.lo, inputs.hi)], prec)
+    rows = [block.ints[j * da:(j + 1) * da] for j in range(len(Ck))]
+    exp = block.exp + inputs.exp
+    return [[round_nearest(sum(map(mul, row, x)), exp, prec) for row in rows] for x in inputs.rows]
+
+
+def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
+    """:func:`taylor_coefficients` on Python integers (raises :class:`~flowlib.mp.fast.Inexact` where it cannot
+    reproduce ``mp.fdot``)."""
+    n, m, da = data.n, len(P), data.da
+    prec = mp.prec
+    train = data.train_outer
+    inputs = _Inputs(data)
+    Sr = [[s._mpf_ for s in row] for row in S]
+    normals = [[x._mpf_ for x in row] for row in data.normals]
+    held = [[(slot, normals[i], [x._mpf_ for x in row]) for slot, i, row in c] for c in constraints]
+    Cm = [[] for _ in range(sum(len(c) for c in constraints))]
+    C = [[[x._mpf_ for x in row] for row in P]]
+    Z, F, G, A0, A1, A2 = [], [], [], [], [], []
+    # by order: a^[l]_j, U^[l]_ij (component i m + j), G^[l]_i, R^[l]_jq (component q m + j)
+    a, U, g, R = Track(m), Track(n * m), Track(n), Track(da * m)
+    for k in range(order):
+        if k == _REGRID_ORDER:
+            _regrid((a, U, g, R), U.lo)
+        Ck = C[k]
+        Z.append(_switching(Ck, inputs, da, prec))
+        U.append([_scale(s, z, prec) for i in range(n) for s, z in zip(Sr[i], Z[k][i])])
+        if train or k == 0:
+            a.append([row[da] for row in Ck])
+        lmax = k if train else 0
+        F.append([mp.make_mpf(f) for f in _outputs(a, U, lmax, k, n, m, prec)])
+        _loss_derivative_order(data, F, k, G, A0, A1, A2, s0)
+        g.append([x._mpf_ for x in G[k]])
+        R.append(_residual_rows(Sr, G[k], inputs, prec))
+        velocity = _velocity(a, R, lmax, k, m, da, prec)
+        if train:
+            outer = _outer_velocity(g, U, k, n, m, prec)
+        nxt = []
+        for j in range(m):
+            v = [velocity[q][j] for q in range(da)]
+            if not data.bias:
+                v[da - 1] = fzero
+            if held[j]:
+                v = _project_velocity(v, held[j], Cm, prec, ROUND_NEAREST)
+            row = [div_int(vq, k + 1, prec) for vq in v]
+            row.append(div_int(outer[j], k + 1, prec) if train else fzero)
+            nxt.append(row)
+        C.append(nxt)
+    Z.append(_switching(C[order], inputs, da, prec))
+    return Series(C=[_wrap(Ck) for Ck in C], Z=[_wrap(Zk) for Zk in Z], G=G, Cm=Cm)
+
+
+#: Order at which :func:`_taylor_integer` puts its tracks on the grid of the coefficients' decay, measured from
+#: order 1 (order 0 often decays faster than the rest).
+_REGRID_ORDER = 6
+
+
+def _regrid(tracks, lo) -> None:
+    """Put ``tracks`` on one grid: the slope of ``lo`` (lowest exponent of each order) from order 1 on."""
+    known = [(k, e) for k, e in enumerate(lo) if k and e is not None]
+    if len(known) > 1:
+        slope = (known[0][1] - known[-1][1]) // (known[-1][0] - known[0][0])
+        for track in tracks:
+            track.regrid(slope)
+
+
+def _outputs(a: Track, U: Track, lmax: int, k: int, n: int, m: int, prec: int) -> list:
+    """``f_i^[k] = fdot(a^[0..lmax], U_i^[k..k-lmax])`` over ``l`` then ``j`` (raw)."""
+    check_span([(a.lo[l], a.hi[l], U.lo[k - l], U.hi[k - l]) for l in range(lmax + 1)], prec)
+    exp = a.exp_at(0) + U.exp_at(k)
+    return [round_nearest(sum(sum(map(mul, a.blocks[l], U.blocks[k - l][i * m:(i + 1) * m])) for l in range(lmax + 1)),
+                          exp, prec) for i in range(n)]
+
+
+def _outer_velocity(g: Track, U: Track, k: int, n: int, m: int, prec: int) -> list:
+    """``a_j' = -fdot(G^[0..k], U_.j^[k..0])`` over ``l`` then ``i`` (raw)."""
+    check_span([(g.lo[l], g.hi[l], U.lo[k - l], U.hi[k - l]) for l in range(k + 1)], prec)
+    exp = g.exp_at(0) + U.exp_at(k)
+    return [round_nearest(-sum(sum(map(mul, g.columns[i], reversed(U.columns[i * m + j]))) for i in range(n)), exp,
+                          prec) for j in range(m)]
+
+
+def _residual_rows(Sr, Gk, inputs: _Inputs, prec: int) -> list:
+    """Order ``k`` of ``R_jq = fdot(s_.j G_., Xa[.][q])`` (raw), component ``q m + j``."""
+    n, m = len(Sr), len(Sr[0])
+    Gr = [x._mpf_ for x in Gk]
+    block = Fixed([_scale(Sr[i][j], Gr[i], prec) for j in range(m) for i in range(n)])
+    if block.ints is None:
+        raise Inexact
+    check_span([(block.lo, block.hi, inputs.lo, inputs.hi)], prec)
+    rows = [block.ints[j * n:(j + 1) * n] for j in range(m)]
+    exp = block.exp + inputs.exp
+    return [round_nearest(sum(map(mul, row, col)), exp, prec) for col in inputs.columns for row in rows]
+
+
+def _velocity(a: Track, R: Track, lmax: int, k: int, m: int, da: int, prec: int) -> list:
+    """``v[q][j] = -fdot(a_j^[0..lmax], R_jq^[k..k-lmax])`` (raw)."""
+    check_span([(a.lo[l], a.hi[l], R.lo[k - l], R.hi[k - l]) for l in range(lmax + 1)], prec)
+    exp = a.exp_at(0) + R.exp_at(k)
+    return [[round_nearest(-sum(map(mul, a.columns[j], reversed(R.columns[q * m + j]))), exp, prec)
+             for j in range(m)] for q in range(da)]
+
+
+def _project_velocity(v, held, Cm, prec, rnd) -> list:
+    """Project the velocity ``v`` (raw mpf) off the held surfaces ``held = [(slot, normal, pinv_row)]``, appending
+    each coefficient ``<pinv_row, v>`` (an mpf) to ``Cm[slot]``."""
+    coefs = []
+    for slot, _, row in held:
+        coefs.append(mpf_sum([mpf_mul(r, vq) for r, vq in zip(row, v)], prec, rnd))
+        Cm[slot].append(mp.make_mpf(coefs[-1]))
+    for (_, normal, _), coef in zip(held, coefs):
+        v = [mpf_sub(vq, mpf_mul(coef, nq, prec, rnd), prec, rnd) for vq, nq in zip(v, normal)]
+    return v
+
+
+def _taylor_reference(data: MPData, S, P, order: int, constraints, s0=None) -> Series:
+    """:func:`taylor_coefficients` with mpf objects and ``mp.fdot`` throughout: the definition of its numbers, and
+    the path for what the integer path does not reproduce (non-finite values, sums spanning more than ``2 prec``
+    bits)."""
     n, m, da = data.n, len(P), data.da
     d = da - 1
     Xa, normals = data.Xa, data.normals
@@ -240,32 +410,62 @@ def taylor_coefficients(data: MPData, S, P, order: int, constraints, s0=None) ->
     return Series(C=C, Z=Z, G=G, Cm=Cm)
 
 
+
+def _horner_raw(coefs, tau, prec, rnd):
+    """``sum_k coefs[k] tau^k`` over raw mpf, rounded at each step as mpf arithmetic is."""
+    acc = coefs[-1]
+    if rnd == ROUND_NEAREST:
+        for c in reversed(coefs[:-1]):
+            acc = mul_add(acc, tau, c, prec)
+        return acc
+    for c in reversed(coefs[:-1]):
+        acc = mpf_add(mpf_mul(acc, tau, prec, rnd), c, prec, rnd)
+    return acc
+
+
 def horner(coefs, tau):
     """``sum_k coefs[k] tau^k`` for a list of mpf."""
-    acc = coefs[-1]
-    for c in reversed(coefs[:-1]):
-        acc = acc * tau + c
-    return acc
+    prec, rnd = mp._prec_rounding
+    return mp.make_mpf(_horner_raw([c._mpf_ for c in coefs], mp.convert(tau)._mpf_, prec, rnd))
 
 
 def state_at(C, tau) -> list:
     """The state polynomial ``sum_k C[k] tau^k``, as ``P[j][q]``."""
-    K = len(C) - 1
-    return [[horner([C[k][j][q] for k in range(K + 1)], tau) for q in range(len(C[0][0]))]
-            for j in range(len(C[0]))]
+    prec, rnd = mp._prec_rounding
+    t = mp.convert(tau)._mpf_
+    m, w = len(C[0]), len(C[0][0])
+    make = mp.make_mpf
+    return [[make(_horner_raw([Ck[j][q]._mpf_ for Ck in C], t, prec, rnd)) for q in range(w)] for j in range(m)]
+
+
+def _derivative_blocks(C, h=None) -> list:
+    """``D[k] = (k + 1) C[k + 1] h^k`` flattened, as :class:`~flowlib.mp.fast.Fixed` blocks (rounded as the mpf
+    expression ``(k + 1) * c * h**k``; without ``h``, ``(k + 1) * c``)."""
+    prec, rnd = mp._prec_rounding
+    product = times if rnd == ROUND_NEAREST else (lambda x, y, prec: mpf_mul(x, y, prec, rnd))
+    blocks = []
+    for k in range(len(C) - 1):
+        factor = from_int(k + 1)
+        scaled = [product(x._mpf_, factor, prec) for row in C[k + 1] for x in row]
+        if h is not None:
+            hk = mpf_pow_int(h._mpf_, k, prec, rnd)
+            scaled = [product(x, hk, prec) for x in scaled]
+        blocks.append(Fixed(scaled))
+    return blocks
 
 
 def velocity_energy(C, h) -> mpf:
     """``int_0^h |theta'(tau)|^2 dtau`` for the state polynomial (exact for the polynomial)."""
+    prec, rnd = mp._prec_rounding
+    divide = div_int if rnd == ROUND_NEAREST else (lambda x, d, prec: mpf_div(x, from_int(d), prec, rnd))
     K = len(C) - 1
-    m, w = len(C[0]), len(C[0][0])
-    D = [[[(k + 1) * C[k + 1][j][q] * h**k for j in range(m) for q in range(w)]] for k in range(K)]
+    D = _derivative_blocks(C, h)
     total = []
     for k in range(K):
         for l in range(k, K):
-            dot = mp.fdot(D[k][0], D[l][0]) / (k + l + 1)
-            total.append(dot if k == l else 2 * dot)
-    return mp.fsum(total) * h
+            value = divide(dot(D[k], D[l]), k + l + 1, prec)
+            total.append(value if k == l else mpf_mul_int(value, 2, prec, rnd))
+    return mp.make_mpf(mpf_mul(mpf_sum(total, prec, rnd), h._mpf_, prec, rnd))
 
 
 def velocity_energy_log(C, h, s0) -> mpf:
@@ -274,12 +474,11 @@ def velocity_energy_log(C, h, s0) -> mpf:
     ``gamma(n + 1, h) = h^(n+1) e^-h sum_j h^j / ((n + 1) ... (n + 1 + j))``. The part past ``tau = 50 + 2.4 dps``
     (below ``e^-50`` of the rest at working precision) is left out, as in the float64 kernel."""
     K = len(C) - 1
-    m, w = len(C[0]), len(C[0][0])
     span = min(h, 50 + mpf(24) / 10 * mp.dps)
-    D = [[(k + 1) * C[k + 1][j][q] for j in range(m) for q in range(w)] for k in range(K)]
+    D = _derivative_blocks(C)
     total = []
     for n in range(2 * K - 1):
-        q_n = mp.fsum(mp.fdot(D[k], D[n - k]) for k in range(max(0, n - K + 1), min(n, K - 1) + 1))
+        q_n = mp.fsum(mp.make_mpf(dot(D[k], D[n - k])) for k in range(max(0, n - K + 1), min(n, K - 1) + 1))
         term, acc, j = mpf(1), mpf(0), 0
         while True:
             term /= n + 1 + j
