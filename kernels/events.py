@@ -2,7 +2,7 @@
 
 At ``z_ij = 0`` the network output is continuous (``sigma(0) = 0`` whatever the slope), so the residual weights
 ``G`` are too, and the only discontinuity of the field is the slope ``s_ij`` of the neuron's own surfaces. The
-velocity of neuron ``j`` on the surfaces ``I`` it sits on is affine in their slopes (DESIGN.md §1):
+velocity of neuron ``j`` on the surfaces ``I`` it sits on is affine in their slopes (docs/design.md, Solution concept):
 
     (w_j, b_j)' = v(s) = v0 + sum_{k in I} s_k e_k,   e_k = -a_j G_k n_k,   n_k = (x_k, 1),  s_k in [leak, 1].
 
@@ -23,16 +23,39 @@ bounded least-squares problem per neuron (:func:`box_least_squares`). Because ``
 ``tol`` is ``STAY_TOL`` times ``(|v0| + sum_k |e_k|) |n_k|``: normal velocities that small are rounding noise.
 
 On several surfaces at once the instantaneous minimal-norm velocity does not always say where the state goes
-next: a neuron at the origin may leave one hyperplane into a cell whose field drives it straight back onto
-another. For ``2 <= |I| <= MAX_ENUMERATED`` every configuration (each surface left upwards, left downwards, or
-held with the multiplier that keeps the velocity tangent) is checked for consistency (``u_k > 0`` / ``u_k < 0`` on
-the sides left, multipliers in ``[leak, 1]`` on the surfaces held), and the consistent one with the smallest
-``|v|`` is taken: the minimal-norm element among the velocities the solution can actually continue with (for one
-surface this is exactly the minimal-norm rule above). With ``TIE_LEAVE`` configurations holding a repelling
-surface are skipped and the largest ``|v|`` (steepest descent) is taken. Beyond ``MAX_ENUMERATED`` surfaces (a
-neuron at the origin of a large data set) a fixed-point iteration starting from the minimal-norm sides looks
-for a consistent configuration instead (not necessarily the smallest); if it finds none, the sides of the
-instantaneous minimal-norm velocity are used (the energy diagnostic then shows any inconsistency).
+next: a neuron may leave one hyperplane into a cell whose field drives it straight back onto another. With
+``u = N^T v(s) = q + M s``, ``M = N^T N diag(c)``, ``c_k = -a_j G_k``, a **configuration** (each surface left
+downwards, ``s_k = leak, u_k <= 0``; left upwards, ``s_k = 1, u_k >= 0``; or held, ``u_k = 0``) is a solution of
+the box-constrained linear complementarity problem ``u(s)`` in the normal cone of ``[leak, 1]^k`` at ``s``: a box
+variational inequality, which always has a solution (Hartman-Stampacchia). Its structure: the gradient of
+``f(s) = |v(s)|^2 / 2`` is ``c_k u_k``, so on an **attracting** surface (``c_k < 0``) the conditions are those of
+minimising ``f`` over ``s_k``, and on a **repelling** one (``c_k > 0``) of maximising it. For fixed repelling slopes
+``s_R`` the attracting ones follow from a convex bounded least-squares problem with a unique ``v``; its value
+``phi(s_R)`` is convex, with ``d phi / d s_k = c_k u_k``, and the solutions are exactly its maximisation KKT points
+(each repelling surface: left at a bound its ``u_k`` does not point back from, or held with ``u_k = 0``). So the
+search (:func:`solve_configuration`) only decides the repelling surfaces, each held, left down or left up, and
+solves one least-squares problem per decision (:func:`_solve_node`); consistency is then a sign test on ``u``
+(:func:`_violation`, with the ``tol`` above). Which continuation is taken:
+
+* ``TIE_STAY`` (default): the consistent configuration of smallest ``|v|``, the minimal-norm element among the
+  velocities the solution can continue with (the plain minimal-norm element whenever that is consistent; for
+  one surface exactly the rule above). Up to ``MAX_ENUMERATED`` repelling surfaces all ``3^r`` decisions are
+  compared; beyond, a depth-first branch and bound (a node's least-squares value bounds its subtree) of at most
+  ``NODE_LIMIT`` nodes (:func:`_branch_and_bound`).
+* ``TIE_LEAVE``: no repelling surface is held; among the ``2^r`` vertices of the repelling slopes the consistent
+  one of largest ``|v|`` (steepest descent, ``dL/dt = -|v|^2``). The largest ``phi`` over the vertices is
+  consistent (a convex function is maximised at a vertex, where its KKT conditions hold), so one always exists.
+  Beyond ``MAX_ENUMERATED`` repelling surfaces, and as the last resort of ``TIE_STAY``, an ascent that switches
+  the first inconsistent repelling surface to its other bound (each switch increases ``phi`` strictly, so it
+  ends, at a consistent vertex: :func:`_ascent`).
+
+A surface whose normal velocity vanishes to ``tol`` at a bound of its slope is held (``EVENT_STICK``): first
+order does not decide it, and the driver's exit test on the Taylor series of the held multiplier releases it
+(``forced``) as soon as the higher-order terms push the multiplier out of ``[leak, 1]``. A forced surface is left
+to its side, the other surfaces being decided consistently with the forced slopes fixed; its own first-order sign
+test is dropped when no configuration passes it (at the exit instant its normal velocity vanishes to first order,
+so only the driver's resolution of that instant can make it fail, and the higher-order terms decide). A surface that the consistent configurations met by the search treat differently is logged
+as ``EVENT_TIE``. With ``caratheodory`` the single-surface rule below applies to every surface.
 
 With ``caratheodory = True`` the field is the single-valued selection ``s = sigma'(0) = c`` instead: a surface is
 left to the side ``sign(u_k(c))`` when the one-sided field there agrees; it stays when ``s*_k = c`` or
@@ -47,7 +70,8 @@ import numpy as np
 from . import status
 from ._jit import jit
 from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,  # noqa: F401
-                        EVENT_ZENO, MAX_ENUMERATED, MAX_SURFACES, TIE_LEAVE, TIE_STAY)
+                        EVENT_ZENO, LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_SURFACES, NODE_LIMIT,
+                        TIE_LEAVE, TIE_STAY)
 
 #: Relative size below which a normal velocity counts as zero (the surface is kept).
 STAY_TOL = 1e-9
@@ -87,12 +111,18 @@ def box_least_squares(E, v0, lo, hi, s):
     for k in range(q):
         s[k] = lo
     free = np.zeros(q, np.bool_)
+    # a variable is released only at the minimum over the current free set (Lawson-Hanson): its gradient then
+    # is orthogonal to every free column, so a released column is independent of them and the free set keeps full
+    # column rank (dependent normals, as of duplicate or antipodal samples, would otherwise make it cycle)
+    at_minimum = True
     for _ in range(20 * q + 20):
         grad = H @ s + g0
+        if not np.any(free):
+            at_minimum = True
         # variables at a bound whose gradient points into the box are released
         changed = False
         for k in range(q):
-            if not free[k]:
+            if at_minimum and not free[k]:
                 if (s[k] <= lo and grad[k] < -tol) or (s[k] >= hi and grad[k] > tol):
                     free[k] = True
                     changed = True
@@ -120,7 +150,9 @@ def box_least_squares(E, v0, lo, hi, s):
         if blocking >= 0:
             s[blocking] = hi if step[np.searchsorted(idx, blocking)] > 0.0 else lo
             free[blocking] = False
+            at_minimum = False
             continue
+        at_minimum = True
         if not changed:
             # subspace minimum reached with every bound variable satisfied
             grad = H @ s + g0
@@ -178,55 +210,6 @@ def _newton_step(H, grad, idx):
 
 
 @jit
-def _configuration(sides, count, normal, v0, E, leak, v, mult):
-    """Velocity and multipliers of one configuration (``sides[p]``: 0 leave down, 1 leave up, 2 held).
-
-    The held surfaces make the velocity tangent: ``v`` is the projection of the free velocity onto the
-    complement of their normals (unique), and the multipliers are any ``s`` in ``[leak, 1]`` with
-    ``sum_k s_k e_k = v - v_free`` (found by bounded least squares, so dependent normals, as for antipodal or
-    duplicate samples, are handled). Returns the residual ``|sum_k s_k e_k - (v - v_free)|`` of that fit; a
-    configuration whose residual is above the rounding level of the velocities cannot be held.
-    """
-    da = normal.shape[0]
-    for r in range(da):
-        v[r] = v0[r]
-    held = 0
-    for p in range(count):
-        if sides[p] == 2:
-            held += 1
-        else:
-            slope = 1.0 if sides[p] == 1 else leak
-            for r in range(da):
-                v[r] += slope * E[r, p]
-    for p in range(count):
-        mult[p] = 1.0 if sides[p] == 1 else leak
-    if held == 0:
-        return 0.0
-    N = np.empty((da, held))
-    Eh = np.empty((da, held))
-    q = 0
-    for p in range(count):
-        if sides[p] == 2:
-            for r in range(da):
-                N[r, q] = normal[r, p]
-                Eh[r, q] = E[r, p]
-            q += 1
-    coef = np.linalg.lstsq(N, v.copy(), RCOND)[0]
-    correction = -(N @ coef)
-    for r in range(da):
-        v[r] += correction[r]
-    s = np.empty(held)
-    box_least_squares(Eh, -correction, leak, 1.0, s)
-    misfit = Eh @ s - correction
-    q = 0
-    for p in range(count):
-        if sides[p] == 2:
-            mult[p] = s[q]
-            q += 1
-    return math.sqrt(np.sum(misfit * misfit))
-
-
-@jit
 def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, selection, tie_policy, out_side,
                     out_stay, out_kind, out_mult):
     """Minimal-norm velocity of neuron ``j`` on the surfaces ``surface[:, j]`` and what each surface does.
@@ -266,7 +249,8 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
     Returns
     -------
     int
-        ``status.RUNNING``, or ``TOO_MANY_SURFACES`` / ``NO_CARATHEODORY`` / ``NO_CONSISTENT``.
+        ``status.RUNNING``, or ``TOO_MANY_SURFACES`` / ``NO_CARATHEODORY`` (never ``NO_CONSISTENT``: a consistent
+        configuration always exists and :func:`solve_configuration` finds one).
     """
     n, da = Xa.shape
     d = da - 1
@@ -307,15 +291,9 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
     side_forced = np.zeros(count, np.int8)
     for p in range(count):
         side_forced[p] = forced[idx[p], j]
-    if 2 <= count <= MAX_ENUMERATED and not caratheodory:
+    if count >= 2 and not caratheodory:
         return _consistent_configuration(idx, normal, v0, E, leak, v0_size + e_size, tie_policy, side_forced,
                                          out_side, out_stay, out_kind, out_mult)
-    if count > MAX_ENUMERATED and not caratheodory:
-        code = _fixed_point_configuration(idx, normal, v0, E, leak, v0_size + e_size, side_forced, u, out_side,
-                                          out_stay, out_kind, out_mult)
-        if code == status.RUNNING:
-            return code
-        # no fixed point: fall back to the sides of the instantaneous minimal-norm velocity below
     for p in range(count):
         i = idx[p]
         n_size = math.sqrt(np.sum(normal[:, p] ** 2))
@@ -379,148 +357,374 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
 
 
 @jit
-def _consistent_configuration(idx, normal, v0, E, leak, size, tie_policy, side_forced, out_side, out_stay,
-                              out_kind, out_mult):
-    """Pick the consistent configuration of several simultaneous surfaces (see the module doc)."""
+def _surface_scales(normal, E, size, jump, tol):
+    """``jump[p] = <e_p, n_p>`` (its sign says attracting / repelling) and ``tol[p] = STAY_TOL size |n_p|``."""
     da, count = normal.shape
-    jump = np.empty(count)
-    n_size = np.empty(count)
     for p in range(count):
         jump[p] = 0.0
-        n_size[p] = math.sqrt(np.sum(normal[:, p] ** 2))
+        norm = 0.0
         for r in range(da):
             jump[p] += E[r, p] * normal[r, p]
-    sides = np.empty(count, np.int64)
-    best_sides = np.empty(count, np.int64)
-    mult = np.empty(count)
-    best_mult = np.empty(count)
-    v = np.empty(da)
-    # at a release (a multiplier left [leak, 1]) the state leaves tangentially: u = 0 is allowed on the sides left
-    releasing = False
+            norm += normal[r, p] ** 2
+        tol[p] = STAY_TOL * size * math.sqrt(norm)
+
+
+@jit
+def _solve_node(normal, v0, E, leak, assign, s, v, u):
+    """The least-squares problem of one node of the configuration search.
+
+    Minimises ``|v0 + E s|^2`` with ``s_p`` fixed at ``leak`` (``assign[p] == LCP_DOWN``) or 1 (``LCP_UP``) and
+    ``s_p`` in ``[leak, 1]`` otherwise (:func:`box_least_squares`). Fills ``s``, the velocity ``v = v0 + E s``
+    (unique even where ``s`` is not) and the normal velocities ``u = N^T v``; returns ``|v|^2``.
+    """
+    da, count = normal.shape
+    base = v0.copy()
+    nfree = 0
     for p in range(count):
-        if side_forced[p] != 0:
-            releasing = True
-    seen = np.zeros(count, np.int64)
-    best = -1.0
-    found = False
+        if assign[p] == LCP_DOWN or assign[p] == LCP_UP:
+            s[p] = leak if assign[p] == LCP_DOWN else 1.0
+            for r in range(da):
+                base[r] += s[p] * E[r, p]
+        else:
+            nfree += 1
+    if nfree > 0:
+        Ef = np.empty((da, nfree))
+        q = 0
+        for p in range(count):
+            if assign[p] != LCP_DOWN and assign[p] != LCP_UP:
+                for r in range(da):
+                    Ef[r, q] = E[r, p]
+                q += 1
+        sf = np.empty(nfree)
+        box_least_squares(Ef, base, leak, 1.0, sf)
+        q = 0
+        for p in range(count):
+            if assign[p] != LCP_DOWN and assign[p] != LCP_UP:
+                s[p] = sf[q]
+                q += 1
+    for r in range(da):
+        v[r] = v0[r]
+    for p in range(count):
+        for r in range(da):
+            v[r] += s[p] * E[r, p]
+    value = 0.0
+    for r in range(da):
+        value += v[r] * v[r]
+    for p in range(count):
+        acc = 0.0
+        for r in range(da):
+            acc += v[r] * normal[r, p]
+        u[p] = acc
+    return value
+
+
+@jit
+def _violation(assign, s, u, jump, tol, leak):
+    """How far a node's solution is from a consistent configuration, and the surface to branch on.
+
+    Returns ``(violation, branch)``: the largest ``excess / tol_p`` over the surfaces (0 when consistent) and the
+    first undecided repelling surface with ``|u_p| > tol_p`` (or, when only other surfaces are violated, the first
+    undecided repelling one; -1 when none is undecided). Consistency: ``u_p <= tol_p`` on a surface left downwards
+    (``s_p = leak``), ``u_p >= -tol_p`` on one left upwards (``s_p = 1``), ``|u_p| <= tol_p`` on a held repelling
+    one; an undecided repelling surface is consistent only where its normal velocity vanishes (the minimiser of
+    ``|v|`` over its slope is then also stationary for the other sides); attracting surfaces satisfy their
+    conditions by the optimality of the least-squares solution (checked, not assumed).
+    """
+    count = len(assign)
+    worst = 0.0
+    branch = -1
+    first_free = -1
+    for p in range(count):
+        a = assign[p]
+        t = tol[p]
+        if a == LCP_DOWN:
+            excess = u[p] - t
+        elif a == LCP_UP:
+            excess = -u[p] - t
+        elif a == LCP_HOLD:
+            excess = abs(u[p]) - t
+        elif jump[p] > 0.0:
+            excess = abs(u[p]) - t
+            if first_free < 0:
+                first_free = p
+            if excess > 0.0 and branch < 0:
+                branch = p
+        elif jump[p] < 0.0:
+            if s[p] <= leak:
+                excess = u[p] - t
+            elif s[p] >= 1.0:
+                excess = -u[p] - t
+            else:
+                excess = abs(u[p]) - t
+        else:
+            excess = 0.0
+        if excess > 0.0:
+            worst = max(worst, excess / t if t > 0.0 else math.inf)
+    if worst > 0.0 and branch < 0:
+        branch = first_free
+    return worst, branch
+
+
+@jit
+def _treatment(assign, s, u, tol, leak, p):
+    """What surface ``p`` does in a node's solution: 0 left downwards, 1 left upwards, 2 held."""
+    if assign[p] == LCP_DOWN:
+        return 0 if u[p] < -tol[p] else 2
+    if assign[p] == LCP_UP:
+        return 1 if u[p] > tol[p] else 2
+    if u[p] > tol[p]:
+        return 1
+    if u[p] < -tol[p]:
+        return 0
+    return 2
+
+
+@jit
+def _enumerate_configurations(normal, v0, E, leak, jump, tol, tie_policy, start, rep, best_assign, seen):
+    """Every decision of the undecided repelling surfaces ``rep`` (held or left down/up; with ``TIE_LEAVE`` left
+    down/up only), each completed by the least-squares problem of the others: the consistent one of smallest
+    ``|v|`` (largest with ``TIE_LEAVE``) into ``best_assign``. ``seen[p]`` collects, as bits, how the consistent
+    ones treat each surface. Returns ``(found, violation)``: when nothing is consistent (rounding only) the least
+    inconsistent decision is returned."""
+    da, count = normal.shape
+    nr = len(rep)
+    base = 2 if tie_policy == TIE_LEAVE else 3
     total = 1
-    for _ in range(count):
-        total *= 3
+    for _ in range(nr):
+        total *= base
+    assign = start.copy()
+    s = np.empty(count)
+    v = np.empty(da)
+    u = np.empty(count)
+    found = False
+    best = 0.0
+    least = math.inf
     for code in range(total):
         c = code
-        for p in range(count):
-            sides[p] = c % 3
-            c //= 3
-        misfit = _configuration(sides, count, normal, v0, E, leak, v, mult)
-        ok = misfit <= STAY_TOL * size
-        for p in range(count):
-            if side_forced[p] != 0 and sides[p] != (1 if side_forced[p] > 0 else 0):
-                ok = False
-        for p in range(count):
-            tol = STAY_TOL * size * n_size[p]
-            u = 0.0
-            for r in range(da):
-                u += v[r] * normal[r, p]
-            margin = -tol if releasing else tol
-            if sides[p] == 1 and not u > margin:
-                ok = False
-            elif sides[p] == 0 and not u < -margin:
-                ok = False
-            elif sides[p] == 2 and tie_policy == TIE_LEAVE and jump[p] > 0.0 and leak < mult[p] < 1.0:
-                ok = False
-            if not ok:
-                break
-        if not ok:
-            continue
-        for p in range(count):
-            seen[p] |= 1 << sides[p]
-        norm = np.sum(v * v)
-        better = norm > best if tie_policy == TIE_LEAVE else (not found or norm < best)
-        if better:
-            best = norm
-            found = True
+        for a in range(nr):
+            digit = c % base
+            c //= base
+            if base == 2:
+                assign[rep[a]] = LCP_DOWN if digit == 0 else LCP_UP
+            else:
+                assign[rep[a]] = LCP_HOLD if digit == 0 else (LCP_DOWN if digit == 1 else LCP_UP)
+        value = _solve_node(normal, v0, E, leak, assign, s, v, u)
+        viol, _ = _violation(assign, s, u, jump, tol, leak)
+        if viol == 0.0:
             for p in range(count):
-                best_sides[p] = sides[p]
-                best_mult[p] = mult[p]
-    if not found:
-        return status.NO_CONSISTENT
+                seen[p] |= 1 << _treatment(assign, s, u, tol, leak, p)
+            better = value > best if tie_policy == TIE_LEAVE else (not found or value < best)
+            if better:
+                best = value
+                found = True
+                best_assign[:] = assign
+        elif not found and viol < least:
+            least = viol
+            best_assign[:] = assign
+    return found
+
+
+@jit
+def _branch_and_bound(normal, v0, E, leak, jump, tol, start, best_assign, seen):
+    """The consistent decision of smallest ``|v|`` by branch and bound over the undecided repelling surfaces.
+
+    A node fixes some repelling surfaces (left down, left up, or held); its least-squares problem keeps the
+    others in the box, so its value bounds every decision below it. A node whose solution is consistent is a
+    candidate; otherwise the first undecided repelling surface whose normal velocity does not vanish is decided
+    three ways. Depth first, at most ``NODE_LIMIT`` nodes (the best consistent decision met is returned when the
+    limit ends the search). Returns whether a consistent decision was found.
+    """
+    da, count = normal.shape
+    stack = np.empty((3 * count + 3, count), np.int64)
+    stack[0] = start
+    top = 1
+    s = np.empty(count)
+    v = np.empty(da)
+    u = np.empty(count)
+    found = False
+    best = 0.0
+    nodes = 0
+    while top > 0 and nodes < NODE_LIMIT:
+        top -= 1
+        assign = stack[top].copy()
+        value = _solve_node(normal, v0, E, leak, assign, s, v, u)
+        nodes += 1
+        if found and value >= best:
+            continue
+        viol, branch = _violation(assign, s, u, jump, tol, leak)
+        if viol == 0.0:
+            best = value
+            found = True
+            best_assign[:] = assign
+            for p in range(count):
+                seen[p] |= 1 << _treatment(assign, s, u, tol, leak, p)
+            continue
+        if branch < 0:
+            continue
+        # depth first, the other bound first (the side the normal velocity points to), then held, then the bound
+        # the least-squares solution sits on
+        other = LCP_UP if s[branch] <= leak else LCP_DOWN
+        for choice in (LCP_UP + LCP_DOWN - other, LCP_HOLD, other):
+            stack[top] = assign
+            stack[top, branch] = choice
+            top += 1
+    return found
+
+
+@jit
+def _ascent(normal, v0, E, leak, jump, tol, rep, assign):
+    """A consistent decision with every undecided repelling surface left (a vertex of their slopes).
+
+    ``phi(s_R) = min over the other slopes of |v|^2 / 2`` is convex in the repelling slopes ``s_R`` and
+    ``d phi / d s_p = c_p u_p`` with ``c_p > 0``; a vertex is consistent exactly where no ``u_p`` points back
+    into the box, and switching such a surface to its other bound strictly increases ``phi``. So the ascent
+    (switch the first inconsistent surface, repeat) visits each vertex at most once and ends at a consistent
+    one: a local maximiser of ``|v|`` (in exact arithmetic, always). Starts from ``assign`` (the sides of the
+    minimal-norm velocity); returns whether it ended consistent.
+    """
+    da, count = normal.shape
+    s = np.empty(count)
+    v = np.empty(da)
+    u = np.empty(count)
+    for _ in range(64 * count + 64):
+        _solve_node(normal, v0, E, leak, assign, s, v, u)
+        flip = -1
+        for a in range(len(rep)):
+            p = rep[a]
+            if (assign[p] == LCP_DOWN and u[p] > tol[p]) or (assign[p] == LCP_UP and u[p] < -tol[p]):
+                flip = p
+                break
+        if flip < 0:
+            viol, _ = _violation(assign, s, u, jump, tol, leak)
+            return viol == 0.0
+        assign[flip] = LCP_UP if assign[flip] == LCP_DOWN else LCP_DOWN
+    return False
+
+
+@jit
+def solve_configuration(normal, v0, E, leak, size, tie_policy, side_forced, assign, seen):
+    """Exact solution of the box-constrained linear complementarity problem of one neuron on several surfaces.
+
+    Find slopes ``s`` in ``[leak, 1]^k`` with, for ``u = N^T (v0 + E s)``: ``u_p <= 0`` where ``s_p = leak``,
+    ``u_p >= 0`` where ``s_p = 1``, ``u_p = 0`` where ``s_p`` is interior (each surface left down, left up, or
+    held). Solutions always exist (a box variational inequality); see the module docstring for the structure
+    used and for which one is chosen. Surfaces with ``side_forced[p] != 0`` are left to that side: with the
+    other surfaces consistent (the problem with the forced slopes fixed is again a box LCP, so this exists in
+    exact arithmetic), their own sign test first enforced and then left to the driver's exit test.
+
+    Parameters
+    ----------
+    normal, E : ndarray, shape (d + 1, k)
+    v0 : ndarray, shape (d + 1,)
+    leak, size : float
+        ``size = |v0| + sum_p |e_p|`` scales the zero test of normal velocities.
+    tie_policy : int
+    side_forced : ndarray of int8, shape (k,)
+    assign : ndarray of int64, shape (k,)
+        Output: ``LCP_FREE`` (attracting or neutral surface: slope from the least-squares problem), ``LCP_DOWN``
+        / ``LCP_UP`` (slope fixed at ``leak`` / 1) or ``LCP_HOLD`` (repelling surface held) per surface; rerun
+        :func:`_solve_node` with it for the slopes and velocities.
+    seen : ndarray of int64, shape (k,)
+        Output: bit ``t`` set where a consistent configuration met by the search treats the surface as ``t``
+        (0 down, 1 up, 2 held).
+
+    Returns
+    -------
+    int
+        0: consistent; 1: consistent but for the forced surfaces, whose side the higher-order terms decide (their
+        normal velocity vanishes to first order at the exit of the multiplier, up to the driver's resolution of
+        that instant); 2: consistent after dropping the forcing; 3: nothing consistent to rounding (the least
+        inconsistent decision is returned; it does not happen in exact arithmetic).
+    """
+    da, count = normal.shape
+    jump = np.empty(count)
+    tol = np.empty(count)
+    _surface_scales(normal, E, size, jump, tol)
+    start = np.empty(count, np.int64)
+    fallback = np.empty(count, np.int64)
+    forcing = False
+    for p in range(count):
+        forcing |= side_forced[p] != 0
+    limits = np.empty(count)
+    for attempt in range(3 if forcing else 1):
+        nr = 0
+        for p in range(count):
+            seen[p] = 0
+            start[p] = LCP_FREE
+            limits[p] = tol[p]
+            if attempt < 2 and side_forced[p] != 0:
+                start[p] = LCP_UP if side_forced[p] > 0 else LCP_DOWN
+                if attempt == 1:
+                    # the driver's exit test (higher-order terms of the multiplier) decides the forced side
+                    limits[p] = math.inf
+            elif jump[p] > 0.0:
+                nr += 1
+        rep = np.empty(nr, np.int64)
+        q = 0
+        for p in range(count):
+            if start[p] == LCP_FREE and jump[p] > 0.0:
+                rep[q] = p
+                q += 1
+        if nr <= MAX_ENUMERATED:
+            found = _enumerate_configurations(normal, v0, E, leak, jump, limits, tie_policy, start, rep, assign,
+                                              seen)
+        else:
+            found = False
+            if tie_policy == TIE_STAY:
+                found = _branch_and_bound(normal, v0, E, leak, jump, limits, start, assign, seen)
+            if not found:
+                s = np.empty(count)
+                v = np.empty(da)
+                u = np.empty(count)
+                _solve_node(normal, v0, E, leak, start, s, v, u)
+                assign[:] = start
+                for a in range(nr):
+                    assign[rep[a]] = LCP_UP if u[rep[a]] > 0.0 else LCP_DOWN
+                found = _ascent(normal, v0, E, leak, jump, limits, rep, assign)
+        if found:
+            return attempt
+    return 3
+
+
+@jit
+def _consistent_configuration(idx, normal, v0, E, leak, size, tie_policy, side_forced, out_side, out_stay,
+                              out_kind, out_mult):
+    """Several surfaces at once: solve the configuration problem (:func:`solve_configuration`) and report it."""
+    da, count = normal.shape
+    assign = np.empty(count, np.int64)
+    seen = np.zeros(count, np.int64)
+    outcome = solve_configuration(normal, v0, E, leak, size, tie_policy, side_forced, assign, seen)
+    jump = np.empty(count)
+    tol = np.empty(count)
+    _surface_scales(normal, E, size, jump, tol)
+    s = np.empty(count)
+    v = np.empty(da)
+    u = np.empty(count)
+    _solve_node(normal, v0, E, leak, assign, s, v, u)
     for p in range(count):
         i = idx[p]
-        out_mult[i] = best_mult[p]
         # a surface that consistent configurations treat differently is a branch point: log it as a tie
         branched = seen[p] & (seen[p] - 1) != 0
-        if best_sides[p] == 2:
+        treatment = _treatment(assign, s, u, tol, leak, p)
+        if outcome <= 1 and side_forced[p] != 0:
+            out_stay[i] = False
+            out_side[i] = side_forced[p]
+            out_kind[i] = EVENT_SLIDE_END
+            out_mult[i] = s[p]
+        elif treatment == 2:
             out_stay[i] = True
             out_side[i] = 0
-            interior = leak < best_mult[p] < 1.0
+            out_mult[i] = s[p]
+            interior = leak < s[p] < 1.0
             if branched or (interior and jump[p] > 0.0):
                 out_kind[i] = EVENT_TIE
-            elif interior:
+            elif interior and jump[p] < 0.0:
                 out_kind[i] = EVENT_SLIDE_START
             else:
                 out_kind[i] = EVENT_STICK
         else:
             out_stay[i] = False
-            out_side[i] = 1 if best_sides[p] == 1 else -1
+            out_side[i] = 1 if treatment == 1 else -1
+            out_mult[i] = 1.0 if treatment == 1 else leak
             out_kind[i] = EVENT_TIE if branched else EVENT_CROSS
     return status.RUNNING
-
-
-@jit
-def _fixed_point_configuration(idx, normal, v0, E, leak, size, side_forced, u0, out_side, out_stay, out_kind,
-                               out_mult):
-    """Consistent configuration of many simultaneous surfaces by fixed-point iteration (see the module doc).
-
-    Starts from the sides of the minimal-norm velocity (normal velocities ``u0``); a surface left against the
-    sign of its normal velocity in the resulting field is held instead, and a held surface the multipliers
-    cannot keep (misfit) is released to the side of its normal velocity without it. Stops when nothing changes.
-    """
-    da, count = normal.shape
-    sides = np.empty(count, np.int64)
-    for p in range(count):
-        tol = STAY_TOL * size * math.sqrt(np.sum(normal[:, p] ** 2))
-        if side_forced[p] != 0:
-            sides[p] = 1 if side_forced[p] > 0 else 0
-        elif u0[p] > tol:
-            sides[p] = 1
-        elif u0[p] < -tol:
-            sides[p] = 0
-        else:
-            sides[p] = 2
-    v = np.empty(da)
-    mult = np.empty(count)
-    for _ in range(4 * count + 4):
-        misfit = _configuration(sides, count, normal, v0, E, leak, v, mult)
-        changed = False
-        for p in range(count):
-            if side_forced[p] != 0:
-                continue
-            n_size = math.sqrt(np.sum(normal[:, p] ** 2))
-            u = 0.0
-            for r in range(da):
-                u += v[r] * normal[r, p]
-            tol = STAY_TOL * size * n_size
-            if (sides[p] == 1 and not u > -tol) or (sides[p] == 0 and not u < tol):
-                sides[p] = 2
-                changed = True
-                break
-            if sides[p] == 2 and misfit > STAY_TOL * size and (mult[p] <= leak or mult[p] >= 1.0):
-                sides[p] = 1 if mult[p] >= 1.0 else 0
-                changed = True
-                break
-        if not changed:
-            if misfit > STAY_TOL * size:
-                return status.NO_CONSISTENT
-            for p in range(count):
-                i = idx[p]
-                out_mult[i] = mult[p]
-                if sides[p] == 2:
-                    out_stay[i] = True
-                    out_side[i] = 0
-                    out_kind[i] = EVENT_SLIDE_START if leak < mult[p] < 1.0 else EVENT_STICK
-                else:
-                    out_stay[i] = False
-                    out_side[i] = 1 if sides[p] == 1 else -1
-                    out_kind[i] = EVENT_CROSS
-            return status.RUNNING
-    return status.NO_CONSISTENT

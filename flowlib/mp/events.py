@@ -2,8 +2,9 @@
 
 The classification of :mod:`flowlib.kernels.events` (read its module docstring for the mathematics): the
 minimal-norm velocity of a neuron on the surfaces it sits on, and for several surfaces at once the consistent
-configuration (each surface left up, left down, or held) of smallest ``|v|``; a fixed-point search beyond
-``MAX_ENUMERATED`` surfaces; the Carathéodory selection. Tolerances scale with the working precision
+configuration (each surface left up, left down, or held) of smallest ``|v|`` (largest with ``tie="leave"``),
+found by the same search over the repelling surfaces (enumeration up to ``MAX_ENUMERATED``, branch and bound or
+ascent beyond; same function names); the Carathéodory selection. Tolerances scale with the working precision
 (:func:`stay_tol` is ``1e-9`` in float64 and ``eps^(9/16)`` here). Call inside ``mp.workdps(...)``.
 """
 
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from mpmath import mp, mpf
 
 from flowlib.kernels.constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,
-                                       MAX_ENUMERATED, MAX_SURFACES)
+                                       LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_SURFACES,
+                                       NODE_LIMIT)
 from flowlib.mp import linalg
 
 DOWN, UP, HOLD = 0, 1, 2
@@ -37,7 +39,8 @@ class Decision:
 
 
 class NoConsistentConfiguration(Exception):
-    """Internal: no configuration of the surfaces is consistent with the field (status ``failed``)."""
+    """Internal, kept for the driver's handler: no longer raised (the configuration problem always has a
+    solution, :func:`solve_configuration`)."""
 
 
 class NoCaratheodory(Exception):
@@ -46,27 +49,6 @@ class NoCaratheodory(Exception):
 
 class TooManySurfaces(Exception):
     """Internal: a neuron sits on more than ``MAX_SURFACES`` hyperplanes."""
-
-
-def _configuration(sides, normals, v0, E, leak):
-    """Velocity, multipliers and misfit of one configuration (see ``kernels.events._configuration``)."""
-    free_cols = [E[p] for p, side in enumerate(sides) if side != HOLD]
-    free_slopes = [mpf(1) if side == UP else leak for side in sides if side != HOLD]
-    v = linalg.combine(v0, free_cols, free_slopes)
-    mult = [mpf(1) if side == UP else leak for side in sides]
-    held = [p for p, side in enumerate(sides) if side == HOLD]
-    if not held:
-        return v, mult, mpf(0)
-    N = [normals[p] for p in held]
-    coef = linalg.lstsq(N, v, linalg.rcond())
-    correction = linalg.combine([mpf(0)] * len(v), N, [-c for c in coef])
-    v = [a + b for a, b in zip(v, correction)]
-    Eh = [E[p] for p in held]
-    s = linalg.box_least_squares(Eh, [-c for c in correction], leak, mpf(1))
-    misfit = linalg.combine([-c for c in correction], Eh, s)
-    for p, sp in zip(held, s):
-        mult[p] = sp
-    return v, mult, linalg.norm(misfit)
 
 
 def classify_neuron(data, G, P, S, j, samples, forced, caratheodory=False, selection=None, tie_leave=False):
@@ -95,8 +77,9 @@ def classify_neuron(data, G, P, S, j, samples, forced, caratheodory=False, selec
 
     Raises
     ------
-    TooManySurfaces, NoCaratheodory, NoConsistentConfiguration
-        Internal; the driver turns them into a status.
+    TooManySurfaces, NoCaratheodory
+        Internal; the driver turns them into a status (``NoConsistentConfiguration`` is no longer raised: a
+        consistent configuration always exists).
     """
     if len(samples) > MAX_SURFACES:
         raise TooManySurfaces
@@ -116,15 +99,11 @@ def classify_neuron(data, G, P, S, j, samples, forced, caratheodory=False, selec
     tol = stay_tol()
     count = len(samples)
     side_forced = [forced.get(i, 0) for i in samples]
-    if 2 <= count <= MAX_ENUMERATED and not caratheodory:
+    if count >= 2 and not caratheodory:
         return _consistent_configuration(samples, normals, v0, E, leak, size, tie_leave, side_forced)
     s = linalg.box_least_squares(E, v0, leak, mpf(1))
     v = linalg.combine(v0, E, s)
     u = [linalg.dot(v, nrm) for nrm in normals]
-    if count > MAX_ENUMERATED and not caratheodory:
-        found = _fixed_point_configuration(samples, normals, v0, E, leak, size, side_forced, u)
-        if found is not None:
-            return found
     out = {}
     for p, i in enumerate(samples):
         jump = linalg.dot(E[p], normals[p])
@@ -162,89 +141,195 @@ def classify_neuron(data, G, P, S, j, samples, forced, caratheodory=False, selec
     return out
 
 
-def _consistent_configuration(samples, normals, v0, E, leak, size, tie_leave, side_forced):
-    """The consistent configuration of smallest ``|v|`` (largest with ``tie_leave``); see the kernel's."""
-    count = len(samples)
+def _surface_scales(normals, E, size):
+    """``jump[p] = <e_p, n_p>`` and ``tol[p] = stay_tol() size |n_p|`` (see the kernel's)."""
     tol = stay_tol()
     jump = [linalg.dot(e, nrm) for e, nrm in zip(E, normals)]
-    n_size = [linalg.norm(nrm) for nrm in normals]
-    releasing = any(side_forced)
-    seen = [set() for _ in range(count)]
-    best = None
-    for sides in itertools.product((DOWN, UP, HOLD), repeat=count):
-        if any(f and sides[p] != (UP if f > 0 else DOWN) for p, f in enumerate(side_forced)):
+    limits = [tol * size * linalg.norm(nrm) for nrm in normals]
+    return jump, limits
+
+
+def _solve_node(normals, v0, E, leak, assign):
+    """The least-squares problem of one search node: ``(s, v, u, |v|^2)`` (see the kernel's)."""
+    count = len(normals)
+    s = [mpf(0)] * count
+    base = list(v0)
+    free = []
+    for p in range(count):
+        if assign[p] in (LCP_DOWN, LCP_UP):
+            s[p] = leak if assign[p] == LCP_DOWN else mpf(1)
+            base = [b + s[p] * e for b, e in zip(base, E[p])]
+        else:
+            free.append(p)
+    if free:
+        sf = linalg.box_least_squares([E[p] for p in free], base, leak, mpf(1))
+        for p, sp in zip(free, sf):
+            s[p] = sp
+    v = list(v0)
+    for p in range(count):
+        v = [a + s[p] * e for a, e in zip(v, E[p])]
+    u = [linalg.dot(v, nrm) for nrm in normals]
+    return s, v, u, linalg.dot(v, v)
+
+
+def _violation(assign, s, u, jump, limits, leak):
+    """``(violation, branch)`` of a node's solution (see the kernel's)."""
+    worst = mpf(0)
+    branch = first_free = -1
+    for p, a in enumerate(assign):
+        t = limits[p]
+        if a == LCP_DOWN:
+            excess = u[p] - t
+        elif a == LCP_UP:
+            excess = -u[p] - t
+        elif a == LCP_HOLD:
+            excess = abs(u[p]) - t
+        elif jump[p] > 0:
+            excess = abs(u[p]) - t
+            if first_free < 0:
+                first_free = p
+            if excess > 0 and branch < 0:
+                branch = p
+        elif jump[p] < 0:
+            excess = u[p] - t if s[p] <= leak else -u[p] - t if s[p] >= 1 else abs(u[p]) - t
+        else:
+            excess = mpf(0)
+        if excess > 0:
+            worst = max(worst, excess / t if t > 0 else mp.inf)
+    if worst > 0 and branch < 0:
+        branch = first_free
+    return worst, branch
+
+
+def _treatment(assign, u, limits, p):
+    """What surface ``p`` does in a node's solution: ``DOWN``, ``UP`` or ``HOLD``."""
+    if assign[p] == LCP_DOWN:
+        return DOWN if u[p] < -limits[p] else HOLD
+    if assign[p] == LCP_UP:
+        return UP if u[p] > limits[p] else HOLD
+    return UP if u[p] > limits[p] else DOWN if u[p] < -limits[p] else HOLD
+
+
+def _enumerate_configurations(normals, v0, E, leak, jump, limits, tie_leave, start, rep, seen):
+    """Every decision of the undecided repelling surfaces; ``(found, assign)`` (see the kernel's)."""
+    choices = (LCP_DOWN, LCP_UP) if tie_leave else (LCP_HOLD, LCP_DOWN, LCP_UP)
+    found, best, least, best_assign = False, mpf(0), mp.inf, list(start)
+    for digits in itertools.product(range(len(choices)), repeat=len(rep)):
+        assign = list(start)
+        # the kernel's order: the first surface is the fastest-varying digit
+        for a, digit in enumerate(reversed(digits)):
+            assign[rep[a]] = choices[digit]
+        s, v, u, value = _solve_node(normals, v0, E, leak, assign)
+        viol, _ = _violation(assign, s, u, jump, limits, leak)
+        if viol == 0:
+            for p in range(len(assign)):
+                seen[p].add(_treatment(assign, u, limits, p))
+            if (value > best) if tie_leave else (not found or value < best):
+                found, best, best_assign = True, value, assign
+        elif not found and viol < least:
+            least, best_assign = viol, assign
+    return found, best_assign
+
+
+def _branch_and_bound(normals, v0, E, leak, jump, limits, start, seen):
+    """The consistent decision of smallest ``|v|`` by branch and bound; ``(found, assign)`` (see the kernel's)."""
+    stack = [list(start)]
+    found, best, best_assign, nodes = False, mpf(0), list(start), 0
+    while stack and nodes < NODE_LIMIT:
+        assign = stack.pop()
+        s, v, u, value = _solve_node(normals, v0, E, leak, assign)
+        nodes += 1
+        if found and value >= best:
             continue
-        v, mult, misfit = _configuration(sides, normals, v0, E, leak)
-        if misfit > tol * size:
+        viol, branch = _violation(assign, s, u, jump, limits, leak)
+        if viol == 0:
+            found, best, best_assign = True, value, assign
+            for p in range(len(assign)):
+                seen[p].add(_treatment(assign, u, limits, p))
             continue
-        ok = True
-        for p in range(count):
-            limit = tol * size * n_size[p]
-            margin = -limit if releasing else limit
-            u = linalg.dot(v, normals[p])
-            if (sides[p] == UP and not u > margin) or (sides[p] == DOWN and not u < -margin) or (
-                    sides[p] == HOLD and tie_leave and jump[p] > 0 and leak < mult[p] < 1):
-                ok = False
-                break
-        if not ok:
+        if branch < 0:
             continue
-        for p in range(count):
-            seen[p].add(sides[p])
-        norm = linalg.dot(v, v)
-        if best is None or (norm > best[0] if tie_leave else norm < best[0]):
-            best = (norm, sides, mult)
-    if best is None:
-        raise NoConsistentConfiguration
-    _, sides, mult = best
+        other = LCP_UP if s[branch] <= leak else LCP_DOWN
+        for choice in (LCP_UP + LCP_DOWN - other, LCP_HOLD, other):
+            child = list(assign)
+            child[branch] = choice
+            stack.append(child)
+    return found, best_assign
+
+
+def _ascent(normals, v0, E, leak, jump, limits, rep, assign):
+    """Switch inconsistent repelling vertices until consistent; ``(found, assign)`` (see the kernel's)."""
+    assign = list(assign)
+    for _ in range(64 * len(assign) + 64):
+        s, v, u, _ = _solve_node(normals, v0, E, leak, assign)
+        flip = next((p for p in rep if (assign[p] == LCP_DOWN and u[p] > limits[p]) or (
+            assign[p] == LCP_UP and u[p] < -limits[p])), None)
+        if flip is None:
+            return _violation(assign, s, u, jump, limits, leak)[0] == 0, assign
+        assign[flip] = LCP_UP if assign[flip] == LCP_DOWN else LCP_DOWN
+    return False, assign
+
+
+def solve_configuration(normals, v0, E, leak, size, tie_leave, side_forced):
+    """The box-constrained linear complementarity problem of one neuron on several surfaces (see the kernel's).
+
+    Returns ``(outcome, assign, seen)``: outcome 0 consistent, 1 consistent but for the forced surfaces (the
+    driver's exit test decides them), 2 consistent after dropping the forcing, 3 only to rounding inconsistent
+    decisions left (the least inconsistent one).
+    """
+    count = len(normals)
+    jump, limits = _surface_scales(normals, E, size)
+    forcing = any(side_forced)
+    assign = None
+    for attempt in range(3 if forcing else 1):
+        seen = [set() for _ in range(count)]
+        start = [LCP_FREE] * count
+        used = list(limits)
+        if attempt < 2:
+            for p, f in enumerate(side_forced):
+                if f:
+                    start[p] = LCP_UP if f > 0 else LCP_DOWN
+                    if attempt == 1:
+                        used[p] = mp.inf  # the driver's exit test decides the forced side
+        rep = [p for p in range(count) if start[p] == LCP_FREE and jump[p] > 0]
+        if len(rep) <= MAX_ENUMERATED:
+            found, assign = _enumerate_configurations(normals, v0, E, leak, jump, used, tie_leave, start, rep, seen)
+        else:
+            found = False
+            if not tie_leave:
+                found, assign = _branch_and_bound(normals, v0, E, leak, jump, used, start, seen)
+            if not found:
+                _, _, u, _ = _solve_node(normals, v0, E, leak, start)
+                assign = list(start)
+                for p in rep:
+                    assign[p] = LCP_UP if u[p] > 0 else LCP_DOWN
+                found, assign = _ascent(normals, v0, E, leak, jump, used, rep, assign)
+        if found:
+            return attempt, assign, seen
+    return 3, assign, seen
+
+
+def _consistent_configuration(samples, normals, v0, E, leak, size, tie_leave, side_forced):
+    """Several surfaces at once: solve the configuration problem and report it (see the kernel's)."""
+    outcome, assign, seen = solve_configuration(normals, v0, E, leak, size, tie_leave, side_forced)
+    jump, limits = _surface_scales(normals, E, size)
+    s, v, u, _ = _solve_node(normals, v0, E, leak, assign)
     out = {}
     for p, i in enumerate(samples):
         branched = len(seen[p]) > 1
-        if sides[p] == HOLD:
-            interior = leak < mult[p] < 1
+        treatment = _treatment(assign, u, limits, p)
+        if outcome <= 1 and side_forced[p]:
+            out[i] = Decision(False, side_forced[p], EVENT_SLIDE_END, s[p])
+        elif treatment == HOLD:
+            interior = leak < s[p] < 1
             if branched or (interior and jump[p] > 0):
                 kind = EVENT_TIE
+            elif interior and jump[p] < 0:
+                kind = EVENT_SLIDE_START
             else:
-                kind = EVENT_SLIDE_START if interior else EVENT_STICK
-            out[i] = Decision(True, 0, kind, mult[p])
+                kind = EVENT_STICK
+            out[i] = Decision(True, 0, kind, s[p])
         else:
-            out[i] = Decision(False, 1 if sides[p] == UP else -1, EVENT_TIE if branched else EVENT_CROSS, mult[p])
+            out[i] = Decision(False, 1 if treatment == UP else -1, EVENT_TIE if branched else EVENT_CROSS,
+                              mpf(1) if treatment == UP else leak)
     return out
-
-
-def _fixed_point_configuration(samples, normals, v0, E, leak, size, side_forced, u0):
-    """Consistent configuration of many surfaces by fixed-point iteration (see the kernel's); ``None`` if none."""
-    count = len(samples)
-    tol = stay_tol()
-    n_size = [linalg.norm(nrm) for nrm in normals]
-    sides = []
-    for p in range(count):
-        limit = tol * size * n_size[p]
-        if side_forced[p]:
-            sides.append(UP if side_forced[p] > 0 else DOWN)
-        else:
-            sides.append(UP if u0[p] > limit else DOWN if u0[p] < -limit else HOLD)
-    for _ in range(4 * count + 4):
-        v, mult, misfit = _configuration(sides, normals, v0, E, leak)
-        changed = False
-        for p in range(count):
-            if side_forced[p]:
-                continue
-            limit = tol * size * n_size[p]
-            u = linalg.dot(v, normals[p])
-            if (sides[p] == UP and not u > -limit) or (sides[p] == DOWN and not u < limit):
-                sides[p], changed = HOLD, True
-                break
-            if sides[p] == HOLD and misfit > tol * size and (mult[p] <= leak or mult[p] >= 1):
-                sides[p], changed = (UP if mult[p] >= 1 else DOWN), True
-                break
-        if not changed:
-            if misfit > tol * size:
-                return None
-            out = {}
-            for p, i in enumerate(samples):
-                if sides[p] == HOLD:
-                    out[i] = Decision(True, 0, EVENT_SLIDE_START if leak < mult[p] < 1 else EVENT_STICK, mult[p])
-                else:
-                    out[i] = Decision(False, 1 if sides[p] == UP else -1, EVENT_CROSS, mult[p])
-            return out
-    return None

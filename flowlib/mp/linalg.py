@@ -63,8 +63,9 @@ def box_least_squares(columns, v0, lo, hi) -> list:
 
     The algorithm of :func:`flowlib.kernels.events.box_least_squares`: start at the lower bounds, free the bound
     variable whose gradient points into the box, step to the minimum over the free set (minimum-norm solve),
-    stop at the first blocking bound; exact at termination. The iteration count is bounded (``20 q + 20``); on
-    exhaustion (cycling on a rank-deficient problem) the last iterate is returned, still inside the box.
+    stop at the first blocking bound, release only at a minimum over the free set; exact at termination. The
+    iteration count is bounded (``20 q + 20``); on exhaustion the kernel's fallback (coordinate descent and a
+    polishing solve) is used.
     """
     q = len(columns)
     H = [[dot(a, b) for b in columns] for a in columns]
@@ -74,6 +75,7 @@ def box_least_squares(columns, v0, lo, hi) -> list:
     tol = mp.eps ** (mpf(7) / 8) * scale
     s = [mpf(lo)] * q
     free = [False] * q
+    at_minimum = True  # release only at the minimum over the free set (see the kernel's)
 
     def gradient():
         return [mp.fdot(H[k], s) + g0[k] for k in range(q)]
@@ -83,9 +85,11 @@ def box_least_squares(columns, v0, lo, hi) -> list:
 
     for _ in range(20 * q + 20):
         grad = gradient()
+        if not any(free):
+            at_minimum = True
         changed = False
         for k in range(q):
-            if not free[k] and pulls_inward(k, grad):
+            if at_minimum and not free[k] and pulls_inward(k, grad):
                 free[k] = changed = True
                 break
         idx = [k for k in range(q) if free[k]]
@@ -108,9 +112,40 @@ def box_least_squares(columns, v0, lo, hi) -> list:
         if blocking is not None:
             s[blocking[0]] = blocking[1]
             free[blocking[0]] = False
+            at_minimum = False
             continue
+        at_minimum = True
         if not changed:
             grad = gradient()
             if not any(not free[k] and pulls_inward(k, grad) for k in range(q)):
                 return s
+    return _coordinate_descent(H, g0, lo, hi, s)
+
+
+def _coordinate_descent(H, g0, lo, hi, s):
+    """The kernel's fallback when the active set cycles: cyclic coordinate descent from the box centre, then one
+    least-squares polish of the interior variables (thresholds as powers of the working epsilon)."""
+    q = len(s)
+    s = [(lo + hi) / 2] * q
+    for _ in range(100_000):
+        change = mpf(0)
+        for k in range(q):
+            if H[k][k] <= 0:
+                continue
+            grad = g0[k] + mp.fdot(H[k], s)
+            new = min(hi, max(lo, s[k] - grad / H[k][k]))
+            change = max(change, abs(new - s[k]))
+            s[k] = new
+        if change <= mp.eps * (hi - lo):
+            break
+    margin = mp.eps ** (mpf(9) / 16) * (hi - lo)
+    idx = [k for k in range(q) if lo + margin < s[k] < hi - margin]
+    if not idx:
+        return s
+    grad = [g0[k] + mp.fdot(H[k], s) for k in range(q)]
+    step = lstsq([[H[a][b] for a in idx] for b in idx], [-grad[k] for k in idx], rcond())
+    polished = [s[k] + d for k, d in zip(idx, step)]
+    if all(lo <= x <= hi for x in polished):
+        for k, x in zip(idx, polished):
+            s[k] = x
     return s

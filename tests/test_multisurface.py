@@ -1,0 +1,380 @@
+"""A neuron on several hyperplanes at once: the exact configuration solver (box-constrained LCP) and the flows
+that need it.
+
+References: brute-force enumeration of all ``3^k`` configurations (each surface left down, left up, or held with
+multipliers found by a linear program), the energy identity ``L(0) - L(T) = int |theta'|^2`` and the mpmath
+backend at 30 digits.
+"""
+
+import itertools
+
+import mpmath as mp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from scipy.optimize import linprog
+
+import flowlib as fl
+from flowlib.kernels import events as kevents
+from flowlib.kernels.constants import TIE_LEAVE, TIE_STAY
+from flowlib.mp import events as mpevents
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The solver against brute force
+# --------------------------------------------------------------------------------------------------------------
+def brute_force(N, c, v0, leak, tol):
+    """Every consistent configuration ``(sides, v, multipliers)``: sides 0 down, 1 up, 2 held.
+
+    Held multipliers: ``s_H`` in ``[leak, 1]`` with ``N_H^T v = 0``, found by a linear program minimising the l1
+    residual (exactly dependent normals have a whole segment of solutions)."""
+    da, k = N.shape
+    E = N * c
+    found = []
+    for sides in itertools.product((0, 1, 2), repeat=k):
+        held = [p for p in range(k) if sides[p] == 2]
+        vf = v0 + sum((1.0 if sides[p] == 1 else leak) * E[:, p] for p in range(k) if sides[p] != 2)
+        s_h = np.zeros(0)
+        if held:
+            A = E[:, held]
+            M = N[:, held].T @ A
+            rhs = -N[:, held].T @ vf
+            h = len(held)
+            res = linprog(np.r_[np.zeros(h), np.ones(2 * h)], A_eq=np.c_[M, np.eye(h), -np.eye(h)], b_eq=rhs,
+                          bounds=[(leak, 1.0)] * h + [(0, None)] * (2 * h), method="highs")
+            s_h = res.x[:h]
+            vf = vf + A @ s_h
+        u = N.T @ vf
+        if all((sides[p] == 1 and u[p] > tol[p]) or (sides[p] == 0 and u[p] < -tol[p])
+               or (sides[p] == 2 and abs(u[p]) <= tol[p]) for p in range(k)):
+            mult = np.array([1.0 if side == 1 else leak for side in sides])
+            mult[held] = s_h
+            found.append((sides, vf, mult))
+    return found
+
+
+def random_instance(rng, geometry):
+    k, da = int(rng.integers(2, 7)), int(rng.integers(2, 5))
+    N = rng.standard_normal((da, k))
+    c = rng.standard_normal(k)
+    if geometry == "duplicate":
+        N[:, 1] = N[:, 0]
+    elif geometry == "antipodal":
+        N[:, 1] = -N[:, 0]
+    elif geometry == "zero_G":
+        c[0] = 0.0
+    elif geometry == "origin":
+        N[:, 0] = 0.0
+    elif geometry == "dependent":
+        N[:, -1] = N[:, 0] + N[:, 1]
+    elif geometry == "repelling":
+        c = np.abs(c)
+    return N, c, rng.standard_normal(da), float(rng.choice([0.0, 0.1]))
+
+
+GEOMETRIES = ["generic", "duplicate", "antipodal", "zero_G", "origin", "dependent", "repelling"]
+
+
+def solve(N, c, v0, leak, tie_policy, forced=None):
+    k = N.shape[1]
+    E = N * c
+    size = np.linalg.norm(v0) + np.linalg.norm(E, axis=0).sum()
+    assign = np.empty(k, np.int64)
+    seen = np.zeros(k, np.int64)
+    forced = np.zeros(k, np.int8) if forced is None else forced
+    outcome = kevents.solve_configuration(N, v0, E, leak, size, tie_policy, forced, assign, seen)
+    s, v, u = np.empty(k), np.empty(N.shape[0]), np.empty(k)
+    value = kevents._solve_node(N, v0, E, leak, assign, s, v, u)
+    tol = kevents.STAY_TOL * size * np.linalg.norm(N, axis=0)
+    return outcome, assign, s, v, u, value, tol
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_solver_matches_brute_force_enumeration(geometry):
+    rng = np.random.default_rng(GEOMETRIES.index(geometry) + 100)
+    for _ in range(8):
+        N, c, v0, leak = random_instance(rng, geometry)
+        k = N.shape[1]
+        for tie_policy in (TIE_STAY, TIE_LEAVE):
+            outcome, assign, s, v, u, value, tol = solve(N, c, v0, leak, tie_policy)
+            assert outcome == 0
+            # the returned slopes give a consistent configuration, checked directly
+            assert np.all((s >= leak) & (s <= 1.0))
+            np.testing.assert_allclose(v, v0 + (N * c) @ s, rtol=0, atol=1e-14 * (1 + np.abs(v).max()))
+            for p in range(k):
+                if u[p] > tol[p]:
+                    assert s[p] == 1.0 or c[p] == 0.0
+                elif u[p] < -tol[p]:
+                    assert s[p] == leak or c[p] == 0.0
+            sols = brute_force(N, c, v0, leak, tol)
+            assert sols, "the box LCP always has a solution"
+            norms = [float(x[1] @ x[1]) for x in sols]
+            if tie_policy == TIE_STAY:
+                assert value == pytest.approx(min(norms), rel=1e-9, abs=1e-15)
+            else:
+                # no repelling surface held with an interior multiplier; the largest |v| among the rest
+                leave = [nv for nv, x in zip(norms, sols)
+                         if not any(x[0][p] == 2 and c[p] > 0 and leak < x[2][p] < 1 for p in range(k))]
+                assert value == pytest.approx(max(leave), rel=1e-9, abs=1e-15)
+
+
+def test_antipodal_repelling_pair_has_both_leaving_continuations():
+    """n_2 = -n_1, both repelling (c = 1), leak 0: u_1 = q + s_1 - s_2 = -u_2. Leaving (up, down) needs
+    u_1 = q + 1 > 0, (down, up) needs q - 1 < 0; for |q| < 1 both exist, as does holding both with
+    s_1 - s_2 = -q. The default holds (smallest |v|), tie="leave" takes the larger |v|."""
+    n = np.array([1.0, 0.0])
+    N = np.c_[n, -n]
+    c = np.array([1.0, 1.0])
+    v0 = np.array([0.3, 2.0])  # q = 0.3
+    outcome, assign, s, v, u, value, _ = solve(N, c, v0, 0.0, TIE_STAY)
+    assert outcome == 0
+    np.testing.assert_allclose(v, [0.0, 2.0], atol=1e-15)  # held: s_1 - s_2 = -0.3
+    outcome, assign, s, v, u, value, _ = solve(N, c, v0, 0.0, TIE_LEAVE)
+    # (up, down): v = (1.3, 2); (down, up): v = (-0.7, 2): the larger is (up, down)
+    np.testing.assert_allclose(v, [1.3, 2.0], atol=1e-15)
+    np.testing.assert_array_equal(s, [1.0, 0.0])
+
+
+def test_forced_side_is_kept_when_consistent_and_dropped_otherwise():
+    N = np.eye(2)
+    c = np.array([-1.0, -1.0])  # attracting
+    # u_k = v0_k - s_k: surface 0 is held at s_0 = 0.5, surface 1 at its bound with u_1 = 0
+    v0 = np.array([0.5, 0.0])
+    outcome, assign, s, v, u, *_ = solve(N, c, v0, 0.0, TIE_STAY, np.array([0, -1], np.int8))
+    assert outcome == 0 and s[1] == 0.0 and s[0] == pytest.approx(0.5)
+    # forcing surface 0 down contradicts first order (u_0 = 0.5 > 0 at s_0 = 0): the forced side is kept (the
+    # driver's exit test, from higher-order terms, decides it) and the other surface is decided consistently
+    outcome, assign, s, v, u, *_ = solve(N, c, v0, 0.0, TIE_STAY, np.array([-1, 0], np.int8))
+    assert outcome == 1 and s[0] == 0.0 and s[1] == 0.0 and u[1] == 0.0
+
+
+def test_many_repelling_surfaces_beyond_the_enumeration():
+    """Eleven repelling surfaces (beyond ``MAX_ENUMERATED``): branch and bound (default) and ascent
+    (``tie="leave"``) both end consistent; branch and bound finds the smallest |v| of the 3^11 decisions when the
+    problem separates (orthogonal normals: each surface is its own 1-d problem)."""
+    rng = np.random.default_rng(3)
+    k = 11
+    N = np.eye(k + 1)[:, :k]
+    c = rng.uniform(0.5, 1.5, k)
+    v0 = rng.uniform(-2.0, 2.0, k + 1)
+    for tie_policy in (TIE_STAY, TIE_LEAVE):
+        outcome, assign, s, v, u, value, tol = solve(N, c, v0, 0.0, tie_policy)
+        assert outcome == 0
+        for p in range(k):
+            assert (abs(u[p]) <= tol[p]) or (u[p] > 0 and s[p] == 1.0) or (u[p] < 0 and s[p] == 0.0)
+    # separable: u_p = v0_p + c_p s_p; smallest |u_p| over the consistent choices of each surface
+    outcome, assign, s, v, u, value, tol = solve(N, c, v0, 0.0, TIE_STAY)
+    expected = v0[k] ** 2
+    for p in range(k):
+        root = -v0[p] / c[p]
+        options = [v0[p] + c[p]] if v0[p] + c[p] > 0 else []
+        options += [v0[p]] if v0[p] < 0 else []
+        options += [0.0] if 0.0 <= root <= 1.0 else []
+        expected += min(o * o for o in options)
+    assert value == pytest.approx(expected, rel=1e-12)
+
+
+def test_mpmath_solver_takes_the_same_decisions():
+    rng = np.random.default_rng(7)
+    for geometry in GEOMETRIES:
+        for _ in range(3):
+            N, c, v0, leak = random_instance(rng, geometry)
+            for tie_policy in (TIE_STAY, TIE_LEAVE):
+                outcome, assign, s, v, *_ = solve(N, c, v0, leak, tie_policy)
+                with mp.workdps(30):
+                    E = [[mp.mpf(float(x)) * mp.mpf(float(cp)) for x in col] for col, cp in zip(N.T, c)]
+                    normals = [[mp.mpf(float(x)) for x in col] for col in N.T]
+                    v0m = [mp.mpf(float(x)) for x in v0]
+                    size = mp.sqrt(mp.fsum(x * x for x in v0m)) + mp.fsum(
+                        mp.sqrt(mp.fsum(x * x for x in e)) for e in E)
+                    out_mp, assign_mp, _ = mpevents.solve_configuration(normals, v0m, E, mp.mpf(leak), size,
+                                                                       tie_policy == TIE_LEAVE, [0] * len(c))
+                    s_mp, v_mp, _, _ = mpevents._solve_node(normals, v0m, E, mp.mpf(leak), assign_mp)
+                assert out_mp == outcome == 0
+                np.testing.assert_allclose([float(x) for x in v_mp], v, rtol=0,
+                                           atol=1e-12 * (1 + np.abs(v).max()))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Flows
+# --------------------------------------------------------------------------------------------------------------
+def relu_teacher_problem():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 10))
+    y = np.sign(np.maximum(X[:, 0], 0) + np.maximum(X[:, 1], 0) - 1.5 * np.maximum(X[:, 2], 0) - 0.3)
+    return fl.Problem(X, y, loss="logistic", reduction="mean", bias=False, train_outer=True)
+
+
+def gaussian_mixture_problem():
+    rng = np.random.default_rng(1)
+    centres = rng.standard_normal((4, 8)) * 1.5
+    labels = np.array([1.0, -1.0, 1.0, -1.0])
+    which = rng.integers(0, 4, 120)
+    X = centres[which] + 0.7 * rng.standard_normal((120, 8))
+    return fl.Problem(X, labels[which], loss="logistic", reduction="mean", bias=False, train_outer=True)
+
+
+def _check_members(prob, tie, members, t_end):
+    inits = fl.random_inits(prob, 20, 100, scheme="balanced", scale=1e-3, seed=0)
+    for k in members:
+        res = fl.gradient_flow(prob, fl.Params.unpacked(inits[k], prob.bias), t_end, tie=tie)
+        assert res.status == "success", (k, res.message)
+        assert res.energy_residual <= 1e-10, k
+        assert res.balancedness_drift <= 1e-11, k
+
+
+#: members of the ReLU-teacher ensemble that ended with "failed" under the former fixed-point search
+FORMER_FAILURES = [55, 70, 77, 90]
+
+
+def test_former_failures_of_the_relu_teacher_ensemble():
+    _check_members(relu_teacher_problem(), "stay", FORMER_FAILURES[:1], 1000.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tie", ["stay", "leave"])
+def test_former_failures_succeed_with_both_tie_rules(tie):
+    _check_members(relu_teacher_problem(), tie, FORMER_FAILURES, 1000.0)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="member 55's forced release (a held multiplier leaving its bound while the neuron sits "
+                          "on several hyperplanes) is taken with a velocity 9.4e-6 (relative) off the Filippov set: "
+                          "the energy identity holds to 1e-10, the inclusion residual shows it (README, Not yet)")
+def test_former_failure_55_is_in_the_filippov_set():
+    prob = relu_teacher_problem()
+    inits = fl.random_inits(prob, 20, 100, scheme="balanced", scale=1e-3, seed=0)
+    res = fl.gradient_flow(prob, fl.Params.unpacked(inits[55], prob.bias), 1000.0)
+    assert res.status == "success" and res.inclusion_residual <= 1e-10
+
+
+@pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.parametrize("tie", ["stay", "leave"])
+@pytest.mark.parametrize("family", ["relu_teacher", "gaussian_mixture"])
+def test_ensembles_with_n_much_larger_than_d_all_succeed(family, tie):
+    prob = relu_teacher_problem() if family == "relu_teacher" else gaussian_mixture_problem()
+    inits = fl.random_inits(prob, 20, 100, scheme="balanced", scale=1e-3, seed=0)
+    ens = fl.ensemble(prob, inits, "flow", t_end=1000, tie=tie)
+    assert list(ens.status) == ["success"] * 100
+    _check_members(prob, tie, range(0, 100, 9), 1000.0)
+
+
+@st.composite
+def degenerate_problems(draw):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n, d, m = draw(st.integers(2, 12)), draw(st.integers(1, 6)), draw(st.integers(1, 12))
+    X = rng.standard_normal((n, d))
+    picks = []
+    for i in range(1, n):
+        pick = draw(st.sampled_from(["generic", "duplicate", "antipodal", "collinear", "origin"]))
+        picks.append(pick)
+        j = int(rng.integers(0, i))
+        if pick == "duplicate":
+            X[i] = X[j]
+        elif pick == "antipodal":
+            X[i] = -X[j]
+        elif pick == "collinear":
+            X[i] = rng.uniform(-2, 2) * X[j]
+        elif pick == "origin":
+            X[i] = 0.0
+    bias = draw(st.booleans())
+    W = rng.standard_normal((m, d)) * draw(st.sampled_from([1e-3, 0.3, 1.0]))
+    b = rng.standard_normal(m) * 0.3 if bias else None
+    for j in range(m):
+        if draw(st.booleans()) and d > 1:
+            # start exactly on the hyperplanes of up to d - 1 samples (through the origin without bias)
+            on = rng.choice(n, size=min(n, int(rng.integers(1, d))), replace=False)
+            A = X[on]
+            W[j] -= np.linalg.lstsq(A, A @ W[j], rcond=None)[0]
+            if b is not None:
+                b[j] = 0.0
+    a = rng.standard_normal(m)
+    loss = draw(st.sampled_from(["exp", "logistic", "square"]))
+    y = np.sign(rng.standard_normal(n)) if loss != "square" else rng.standard_normal(n)
+    y[y == 0] = 1.0
+    leak = draw(st.sampled_from([0.0, 0.1]))
+    prob = fl.Problem(X, y, loss=loss, reduction="mean", activation="leaky_relu" if leak else "relu", leak=leak,
+                      bias=bias, train_outer=draw(st.booleans()))
+    # hyperplanes with exactly dependent normals: duplicates, and without bias antipodal or collinear samples
+    dependent = "duplicate" in picks or (not bias and bool({"antipodal", "collinear"} & set(picks)))
+    return prob, fl.Params(W=W, b=b, a=a), draw(st.sampled_from(["stay", "leave"])), dependent
+
+
+@pytest.mark.slow
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@given(degenerate_problems())
+def test_degenerate_problems_never_fail(case):
+    """Every run succeeds; the energy identity and the inclusion hold to 1e-10 except where held hyperplanes have
+    exactly dependent normals, whose release is located to the step (README, Not yet; pinned below)."""
+    prob, p0, tie, dependent = case
+    res = fl.gradient_flow(prob, p0, 5.0, tie=tie, max_steps=50_000, max_events=5_000)
+    assert res.status == "success", res.message
+    if not dependent:
+        assert res.energy_residual <= 1e-10
+        assert res.inclusion_residual <= 1e-10
+
+
+def antipodal_problem():
+    """Antipodal and duplicate samples without bias: every neuron's hyperplane through one sample is the
+    hyperplane of two, so each event puts a neuron on two surfaces at once."""
+    rng = np.random.default_rng(11)
+    base = rng.standard_normal((3, 2))
+    X = np.r_[base, -base[:1], base[1:2]]
+    y = np.array([1.0, -1.0, 1.0, 1.0, -1.0])
+    prob = fl.Problem(X, y, loss="logistic", reduction="mean", bias=False, train_outer=True)
+    return prob, fl.Params(W=rng.standard_normal((3, 2)) * 0.5, b=None, a=rng.standard_normal(3))
+
+
+def _multi_surface_events(res):
+    times = {}
+    for e in res.events:
+        times.setdefault((float(e.t), e.neuron), set()).add(e.sample)
+    return sum(len(v) >= 2 for v in times.values())
+
+
+@pytest.mark.parametrize("tie", ["stay", "leave"])
+def test_float64_and_30_digits_agree_on_multi_surface_events(tie):
+    prob, p0 = antipodal_problem()
+    r64 = fl.gradient_flow(prob, p0, 5.0, tie=tie)
+    r30 = fl.gradient_flow(prob, p0, 5.0, dps=30, tie=tie)
+    assert r64.status == r30.status == "success"
+    assert _multi_surface_events(r64) >= 1
+    assert [(e.kind, e.neuron, e.sample, e.side) for e in r64.events] == [
+        (e.kind, e.neuron, e.sample, e.side) for e in r30.events]
+    final = r30.float64("states")[-1]
+    assert np.max(np.abs(r64.states[-1] - final)) <= 1e-12 * np.max(np.abs(final))
+
+
+def _nearly_collinear_case():
+    """Four samples without bias, two of them nearly collinear (directions 1e-8 apart after rounding), leaky ReLU,
+    exp loss, fixed outer layer: neurons are held on both of their hyperplanes at once."""
+    X = np.array([[2.04091912, -2.55566503, 0.41809885], [-0.5663304, 0.70916617, -0.11601738],
+                  [-0.53877908, 0.67466605, -0.11037327], [3.32299952, 0.22578661, -0.35263079]])
+    W = np.array([[-0.11724029, 0.14458362, -0.07156608], [0.28732761, -0.05994064, 0.00727787],
+                  [0.46374626, 0.16353166, -0.15156862], [0.04893841, 0.16920973, 0.56951239],
+                  [0.0234001, 0.06116915, 0.2596758], [0.02935387, -0.06745198, 0.23342584],
+                  [0.10479155, 0.11425021, 0.18683188], [-0.02475418, -0.06470881, -0.27470239],
+                  [0.01563914, 0.04088157, 0.1735508]])
+    a = np.array([-0.92589957, 0.58405831, 0.58253842, -0.21482891, -0.78280858, 0.22915391, -2.49389428,
+                  0.69012477, 0.49136826])
+    prob = fl.Problem(X, [-1.0, 1.0, -1.0, 1.0], loss="exp", reduction="mean", activation="leaky_relu", leak=0.1,
+                      bias=False, train_outer=False)
+    return prob, fl.Params(W=W, b=None, a=a)
+
+
+def test_nearly_dependent_normals_succeed_and_leave_certifies_itself():
+    prob, p0 = _nearly_collinear_case()
+    res = fl.gradient_flow(prob, p0, 5.0, tie="leave")
+    assert res.status == "success" and res.energy_residual <= 1e-10 and res.inclusion_residual <= 1e-10
+
+
+@pytest.mark.xfail(reason="held hyperplanes with (nearly) dependent normals are released to the step, not to "
+                          "machine precision: the inclusion residual shows a held multiplier outside [leak, 1] "
+                          "(0.38 relative here) although the energy identity holds (README, Not yet)")
+def test_nearly_dependent_normals_held_with_stay_are_in_the_filippov_set():
+    prob, p0 = _nearly_collinear_case()
+    res = fl.gradient_flow(prob, p0, 5.0, tie="stay")
+    assert res.status == "success" and res.energy_residual <= 1e-10
+    assert res.inclusion_residual <= 1e-10
