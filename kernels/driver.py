@@ -461,6 +461,16 @@ def _outside_band(Cm, phi, slot, beta, noise):
 
 
 @jit
+def _reach(Xa, i, bias):
+    """``|(x_i, 1)|_1`` (``|x_i|_1`` without bias): how far a unit change of every weight moves ``z_ij``."""
+    da = Xa.shape[1]
+    reach = 0.0
+    for q in range(da):
+        reach += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
+    return reach
+
+
+@jit
 def _residual_noise(Xa, y, S, P, Z, bias, loss_kind, c, G0, log_clock, t, state_noise, out):
     """``out[i]``: the noise of the residual weight ``G_i`` when every coordinate of the state is uncertain by
     ``state_noise`` (the step's local tolerance, or rounding): ``|dG_i/df_i| sum_j |s_ij| (|a_j| |(x_i, 1)|_1 +
@@ -469,9 +479,7 @@ def _residual_noise(Xa, y, S, P, Z, bias, loss_kind, c, G0, log_clock, t, state_
     n, da = Xa.shape
     m = P.shape[0]
     for i in range(n):
-        reach = 0.0
-        for q in range(da):
-            reach += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
+        reach = _reach(Xa, i, bias)
         acc = 0.0
         for j in range(m):
             s = S[i, j]
@@ -516,9 +524,7 @@ def _converged(Xa, y, P, Z, S, bias, neuron_scale):
     n, da = Xa.shape
     m = P.shape[0]
     for i in range(n):
-        reach = 0.0
-        for q in range(da):
-            reach += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
+        reach = _reach(Xa, i, bias)
         f = 0.0
         loose = 0.0
         for j in range(m):
