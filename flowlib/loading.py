@@ -252,7 +252,8 @@ def _load_flow(saved: _Saved) -> FlowResult:
         present = name in saved.arrays or (name == "s" and clock == "log")
         numbers[name] = saved.array(name, (n,), dps=dps, nan=False) if present else None
     kinds = saved.field("event_kinds", Kind(f"a list of event kinds from {sorted(EVENT_KINDS.values())}",
-                                            lambda v: isinstance(v, list) and set(v) <= set(EVENT_KINDS.values())))
+                                            lambda v: isinstance(v, list) and all(isinstance(k, str) for k in v)
+                                            and set(v) <= set(EVENT_KINDS.values())))
     e = len(kinds)
     event_t = saved.array("event_t", (e,), dps=dps, nan=False)
     multiplier = saved.array("event_multiplier", (e,), dps=dps)

@@ -259,3 +259,9 @@ def test_fuzz_metadata(saved, tmp_path, kind, data):
                 target[key] = data.draw(_JSON, label=key)
     _load_or_refuse(_rewrite(saved[kind], tmp_path / "meta.npz", meta_text=json.dumps(meta)))
 
+
+
+@pytest.mark.parametrize("kinds", [[[]], [{"a": 1}], ["cross", 3]])
+def test_event_kinds_that_are_not_names(saved, tmp_path, kinds):
+    """Found by the metadata fuzz: a list holding a list made the check itself raise TypeError."""
+    _refused(_rewrite(saved["flow"], tmp_path / "k.npz", meta={"event_kinds": kinds}), "event_kinds")
