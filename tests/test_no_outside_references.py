@@ -60,8 +60,6 @@ def test_the_pattern_catches_each_kind_of_reference():
         assert not PATTERNS.search(text), text
 
 
-@pytest.mark.xfail(strict=False, reason="files owned by other contributors still cite outside material; "
-                                        "remove this marker once they are clean")
 def test_no_references_to_outside_material():
     hits = outside_references()
     assert not hits, f"{len(hits)} references to material outside the repository:\n" + "\n".join(hits)
