@@ -54,7 +54,7 @@ def test_the_search_finds_the_project_files():
 
 def test_the_pattern_catches_each_kind_of_reference():
     # the examples are assembled, so that this file holds no such reference itself
-    for parts in (("see DESIGN", ".md §1"), ("notes", "/integrators.md"), ("note 0", "03 §2.1"),
+    for parts in (("see DESIGN", ".md §1"), ("notes", "/integrators", ".md"), ("note 0", "03 §2.1"),
                   ("verified", ".md item 3"), ("aesthetics", ".md"), ("../shared", "/papers"), ("issue", " 7")):
         text = "".join(parts)
         assert PATTERNS.search(text), text
