@@ -36,6 +36,7 @@ from flowlib.loading import load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
 from flowlib.descent import gradient_descent  # noqa: E402
 from flowlib.compare import compare, convergence_study  # noqa: E402
+from flowlib.diagnostics import alignment_cosines  # noqa: E402
 from flowlib.piecewise import PiecewiseAffine, PiecewiseResult  # noqa: E402
 from flowlib.warmup import warmup  # noqa: E402
 from flowlib.until import Until  # noqa: E402
@@ -43,5 +44,5 @@ from flowlib.ensemble import ensemble, random_inits  # noqa: E402
 from flowlib.ensemble_result import EnsembleResult  # noqa: E402
 
 __all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlipLog", "FlowResult", "Params", "PiecewiseAffine",
-           "PiecewiseResult", "Problem", "Status", "Until", "compare", "convergence_study", "ensemble",
-           "gradient_descent", "gradient_flow", "load", "random_inits", "warmup", "__version__"]
+           "PiecewiseResult", "Problem", "Status", "Until", "alignment_cosines", "compare", "convergence_study",
+           "ensemble", "gradient_descent", "gradient_flow", "load", "random_inits", "warmup", "__version__"]
