@@ -35,7 +35,8 @@ from flowlib.result import DescentResult, Event, Flip, FlipLog, FlowResult, Stat
 from flowlib.loading import load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
 from flowlib.descent import gradient_descent  # noqa: E402
-from flowlib.compare import compare, convergence_study  # noqa: E402
+from flowlib import compare  # noqa: E402  (the module, callable: fl.compare(flow, gd) is compare.compare)
+from flowlib.compare import convergence_study  # noqa: E402
 from flowlib.diagnostics import alignment_cosines  # noqa: E402
 from flowlib.piecewise import PiecewiseAffine, PiecewiseResult  # noqa: E402
 from flowlib.warmup import warmup  # noqa: E402

@@ -2,12 +2,18 @@
 
 GD iterate ``k`` at step size ``lr`` is compared with the flow at ``t = k lr`` (docs/design.md, Gradient descent
 and the comparison with the flow). Distances are the max-abs difference over all parameters ``(W, b, a)``, computed
-in float64 (an mpmath descent is rounded first).
+in float64 (an mpmath descent is rounded first), absolute and relative to the flow's own size there.
+
+This module is callable: ``flowlib.compare(flow, gd)`` is :func:`compare` (so that ``import flowlib.compare``
+gives this module, with :class:`Comparison` and the rest, while the short call keeps working).
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import types
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,12 +21,18 @@ import numpy as np
 from flowlib.descent import gradient_descent
 from flowlib.flow import gradient_flow
 from flowlib.problem import Params, Problem
-from flowlib.result import DescentResult, FlowResult
+from flowlib.result import DescentResult, FlowResult, Status
+from flowlib.running import check_budget
 
 #: Flow events that a single GD flip of the same surface should reproduce.
 MATCHED_KINDS = ("cross", "slide_start", "stick", "tie")
 _TIME_SLACK = 1e-12  # k * lr may exceed the flow's last time by rounding
 _BATCH = 1 << 14  # flow evaluations per dense-output call (bounds the memory of the Horner evaluation)
+
+
+class StoppedEarlyWarning(RuntimeWarning):
+    """A gradient descent given to :func:`compare` or run by :func:`convergence_study` stopped before its last
+    iteration (flip budget used up, interrupted, or a non-finite iterate): its distances cover less than asked."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,10 @@ class Comparison:
         ``iterations * lr``.
     distance : ndarray
         ``max |theta_k - theta(k lr)|`` over all parameters, per recorded iteration.
+    flow_norm : ndarray
+        ``max |theta(k lr)|``, the flow's largest parameter there (the same max-abs norm).
+    relative_distance : ndarray
+        ``distance / flow_norm`` (NaN where the flow's state is 0).
     max_distance : float
     event_alignment : tuple of EventMatch
         One per flow event of kind ``cross``, ``slide_start``, ``stick`` or ``tie``.
@@ -97,17 +113,35 @@ class Comparison:
         One per sliding interval of the flow.
     events : tuple of Event
         The flow's events (for the plot).
+    descent_status : Status
+        How the descent ended (``success`` when it ran all its iterations).
+    descent_message : str
     """
 
     lr: float
     iterations: np.ndarray
     times: np.ndarray
     distance: np.ndarray
+    flow_norm: np.ndarray
+    relative_distance: np.ndarray
     max_distance: float
     event_alignment: tuple
     unmatched_flips: int
     chatter: tuple
     events: tuple
+    descent_status: Status = Status.SUCCESS
+    descent_message: str = ""
+
+    @property
+    def max_relative_distance(self) -> float:
+        """The largest :attr:`relative_distance` (NaN when none is defined)."""
+        finite = self.relative_distance[np.isfinite(self.relative_distance)]
+        return float(finite.max()) if len(finite) else math.nan
+
+    @property
+    def stopped_early(self) -> bool:
+        """True when the descent did not run all its iterations (its status is not ``success``)."""
+        return self.descent_status != Status.SUCCESS
 
     @property
     def max_event_shift(self) -> float:
@@ -116,9 +150,14 @@ class Comparison:
         return max(shifts) if shifts else float("nan")
 
     def table(self) -> str:
-        """Event alignment and chatter as text."""
-        lines = [(f"lr = {self.lr!r}: max distance {self.max_distance:.3e} over {len(self.times)} iterates, "
-                  f"{self.unmatched_flips} unmatched flips"),
+        """Distances (absolute and relative to ``max |theta(k lr)|``), event alignment and chatter as text."""
+        stopped = f" (descent stopped early, {self.descent_status}: {self.descent_message})" if self.stopped_early \
+            else ""
+        last = (f"at t = {self.times[-1]:.6g}: distance {self.distance[-1]:.3e}, relative "
+                f"{self.relative_distance[-1]:.3e}") if len(self.times) else "no iterate compared"
+        lines = [(f"lr = {self.lr!r}: max distance {self.max_distance:.3e} (relative {self.max_relative_distance:.3e}) "
+                  f"over {len(self.times)} iterates, {self.unmatched_flips} unmatched flips{stopped}"),
+                 f"  {last}",
                  f"{'kind':<11} {'neuron':>6} {'sample':>6} {'t flow':>20} {'k':>10} {'t GD':>14} {'difference':>12}"]
         for e in self.event_alignment:
             lines.append(f"{e.kind:<11} {e.neuron:6d} {e.sample:6d} {e.t_flow:20.14g} {e.k:10d} {e.t_gd:14.8g} "
@@ -146,6 +185,11 @@ def _flow_states(flow: FlowResult, times: np.ndarray) -> np.ndarray:
     return out
 
 
+def _max_abs(states: np.ndarray) -> np.ndarray:
+    """``max |entry|`` of each state (first axis)."""
+    return np.abs(states).reshape(len(states), -1).max(axis=1) if len(states) else np.empty(0)
+
+
 def compare(flow_result: FlowResult, descent_result: DescentResult) -> Comparison:
     """Compare gradient descent with the gradient flow of the same problem from the same initialisation.
 
@@ -160,13 +204,20 @@ def compare(flow_result: FlowResult, descent_result: DescentResult) -> Compariso
     Returns
     -------
     Comparison
-        Distances per recorded iterate, the GD flip matched to each flow event (nearest in time among the flips
-        of the same surface), the number of flips left unexplained, and the chatter on every sliding surface.
+        Distances per recorded iterate (absolute, and relative to the flow's ``max |theta(k lr)|``), the GD flip
+        matched to each flow event (nearest in time among the flips of the same surface), the number of flips
+        left unexplained, and the chatter on every sliding surface.
 
     Raises
     ------
     ValueError
         If the two runs are not of the same problem and initialisation, or the flow kept no dense output.
+
+    Warns
+    -----
+    StoppedEarlyWarning
+        A :class:`RuntimeWarning` when the descent stopped before its last iteration (status not ``success``:
+        ``max_flips`` used up, interrupted, or a non-finite iterate); the comparison covers the iterates it did.
 
     Examples
     --------
@@ -189,12 +240,18 @@ def compare(flow_result: FlowResult, descent_result: DescentResult) -> Compariso
     gd_states = gd.states_float()
     if not np.array_equal(np.asarray(flow.states[0], dtype=np.float64), gd_states[0]):
         raise ValueError("descent_result starts from another initialisation than flow_result")
+    if not gd.success:
+        warnings.warn(f"descent_result stopped early at iteration {gd.steps} (t = {gd.steps * gd.lr:.6g}), status "
+                      f"{gd.status}: {gd.message}; the comparison covers only the iterates it did",
+                      StoppedEarlyWarning, stacklevel=2)
     t_last = flow.t_final
     times = gd.times
     keep = times <= t_last * (1.0 + _TIME_SLACK)
     iterations, times = gd.iterations[keep], times[keep]
-    diff = np.abs(gd_states[keep] - _flow_states(flow, np.minimum(times, t_last)))
-    distance = diff.reshape(len(times), -1).max(axis=1) if len(times) else np.empty(0)
+    flow_states = _flow_states(flow, np.minimum(times, t_last))
+    distance, flow_norm = _max_abs(gd_states[keep] - flow_states), _max_abs(flow_states)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        relative = np.where(flow_norm > 0, distance / flow_norm, math.nan)
 
     flips_of = {}
     for neuron, sample, k in zip(gd.flips.neuron.tolist(), gd.flips.sample.tolist(), gd.flips.k.tolist()):
@@ -234,10 +291,10 @@ def compare(flow_result: FlowResult, descent_result: DescentResult) -> Compariso
         chatter.append(Chatter(ev.neuron, ev.sample, t_start, t_end, int(np.count_nonzero(inside)),
                                float(np.max(np.abs(z))) if len(z) else math.nan))
     unmatched = int(sum(np.count_nonzero(~mask) for mask in explained.values()))
-    return Comparison(lr=gd.lr, iterations=iterations, times=times, distance=distance,
-                      max_distance=float(distance.max()) if len(distance) else math.nan,
+    return Comparison(lr=gd.lr, iterations=iterations, times=times, distance=distance, flow_norm=flow_norm,
+                      relative_distance=relative, max_distance=float(distance.max()) if len(distance) else math.nan,
                       event_alignment=tuple(alignment), unmatched_flips=unmatched, chatter=tuple(chatter),
-                      events=flow.events)
+                      events=flow.events, descent_status=gd.status, descent_message=gd.message)
 
 
 @dataclass(frozen=True)
@@ -251,12 +308,19 @@ class ConvergenceStudy:
         ``"final"``: distance at the last iterate (``k = round(t_end / lr)``, flow time ``k lr``); ``"max"``: the
         largest distance over all iterates.
     lrs, steps, errors : ndarray
-        Step sizes, iterations run and distances.
+        Step sizes, iterations run and distances (NaN for a descent that stopped early, see ``status``).
+    relative_errors : ndarray
+        ``errors`` divided by the flow's ``max |theta|`` at the same iterate (:attr:`Comparison.relative_distance`).
     n_flips : ndarray
         Activation flips of each descent.
     order, constant : float
         Least-squares fit ``log(error) = order log(lr) + log(constant)`` over the positive errors (NaN with fewer
         than two).
+    status : tuple of Status
+        How each descent ended: ``success``, or why it stopped before ``t_end`` (e.g. ``max_events`` when its
+        ``max_flips`` budget was used up); only the successful ones have an error and enter the fit.
+    messages : tuple of str
+        Each descent's message.
     """
 
     t_end: float
@@ -267,32 +331,48 @@ class ConvergenceStudy:
     n_flips: np.ndarray
     order: float
     constant: float
+    relative_errors: np.ndarray
+    status: tuple
+    messages: tuple
+
+    @property
+    def stopped(self) -> np.ndarray:
+        """Mask of the step sizes whose descent stopped before ``t_end``."""
+        return np.array([s != Status.SUCCESS for s in self.status], dtype=bool)
 
     def table(self) -> str:
-        """One line per step size: lr, iterations, error, error / lr, flips, and the order between neighbours."""
+        """One line per step size: lr, iterations, error, error / lr, relative error, flips, and the order between
+        neighbours; a descent that stopped early says so instead of an error."""
         lines = [(f"GD -> flow at t = {self.t_end:g} ({self.metric} distance): fitted order {self.order:.3f}, "
                   f"error ~ {self.constant:.3g} lr^{self.order:.3f}"),
-                 f"{'lr':>10} {'steps':>10} {'error':>11} {'error / lr':>11} {'flips':>8} {'local order':>12}"]
+                 f"{'lr':>10} {'steps':>10} {'error':>11} {'error / lr':>11} {'relative':>11} {'flips':>8} "
+                 f"{'local order':>12}"]
+        previous = None
         for q, (lr, k, err, nf) in enumerate(zip(self.lrs, self.steps, self.errors, self.n_flips)):
+            if self.stopped[q]:
+                lines.append(f"{lr:10.3g} {k:10d} stopped early ({self.status[q]}): {self.messages[q]}")
+                continue
             local = ""
-            if q and err > 0 and self.errors[q - 1] > 0:
-                local = f"{math.log(err / self.errors[q - 1]) / math.log(lr / self.lrs[q - 1]):.3f}"
-            lines.append(f"{lr:10.3g} {k:10d} {err:11.3e} {err / lr:11.4g} {nf:8d} {local:>12}")
+            if previous is not None and err > 0 and self.errors[previous] > 0:
+                local = f"{math.log(err / self.errors[previous]) / math.log(lr / self.lrs[previous]):.3f}"
+            previous = q
+            lines.append(f"{lr:10.3g} {k:10d} {err:11.3e} {err / lr:11.4g} {self.relative_errors[q]:11.3e} "
+                         f"{nf:8d} {local:>12}")
         return "\n".join(lines)
 
-    def plot(self, ax=None):
-        """Error against step size on log-log axes with the fitted line (:func:`flowlib.plots.convergence`).
-        Returns the figure."""
+    def plot(self, ax=None, **kwargs):
+        """Error against step size on log-log axes with the fitted line (:func:`flowlib.plots.convergence`, which
+        takes the keyword arguments). Returns the figure."""
         from flowlib import plots
 
-        return plots.convergence(self, ax)
+        return plots.convergence(self, ax, **kwargs)
 
 
 METRICS = ("final", "max")
 
 
 def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, flow_result: FlowResult | None = None,
-                      dps: int | None = None, metric: str = "final") -> ConvergenceStudy:
+                      dps: int | None = None, metric: str = "final", max_flips: int | None = None) -> ConvergenceStudy:
     """Run gradient descent to flow time ``t_end`` for each step size and fit the order of convergence to the flow.
 
     Parameters
@@ -311,17 +391,27 @@ def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, f
     metric : {"final", "max"}
         Distance at the last iterate, or the largest over all iterates (records every iterate: memory
         ``steps m (d + 2)`` numbers).
+    max_flips : int, optional
+        Flip budget of each descent (:func:`flowlib.gradient_descent`'s, whose default applies when ``None``). A
+        small step size on a surface the flow slides along flips about ``1 / lr`` times per unit of time.
 
     Returns
     -------
     ConvergenceStudy
         Errors per step size and the least-squares order (first order, ``order ~ 1``, is expected: GD is the
-        explicit Euler method of the flow, also through crossings and sliding).
+        explicit Euler method of the flow, also through crossings and sliding). A descent that stops before
+        ``t_end`` (its ``max_flips`` used up, or a non-finite iterate) is kept with its status and message, a NaN
+        error, and left out of the fit; the other step sizes are unaffected.
 
     Raises
     ------
     ValueError
         Naming the argument, for invalid input.
+
+    Warns
+    -----
+    StoppedEarlyWarning
+        Once, naming the step sizes whose descent stopped early.
 
     Examples
     --------
@@ -342,6 +432,7 @@ def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, f
         raise ValueError("lrs must hold positive finite step sizes")
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    budget = {} if max_flips is None else {"max_flips": check_budget(max_flips, "max_flips")}
     t_end = float(t_end)
     steps = np.array([max(1, round(t_end / lr)) for lr in lrs_arr], dtype=np.int64)
     t_reach = float(np.max(steps * lrs_arr))
@@ -353,19 +444,40 @@ def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, f
         raise ValueError(f"flow_result must be a FlowResult, got {type(flow_result).__name__}")
     elif flow_result.t_final < t_reach * (1.0 - _TIME_SLACK):
         raise ValueError(f"flow_result covers t <= {flow_result.t_final}, but the descents reach t = {t_reach}")
-    errors, n_flips = np.empty(len(lrs_arr)), np.empty(len(lrs_arr), np.int64)
+    errors, relative = np.full(len(lrs_arr), math.nan), np.full(len(lrs_arr), math.nan)
+    n_flips, status, messages = np.empty(len(lrs_arr), np.int64), [], []
     for q, (lr, k) in enumerate(zip(lrs_arr, steps)):
         gd = gradient_descent(problem, params0, float(lr), int(k), dps=dps,
-                              record_every=1 if metric == "max" else int(k))
+                              record_every=1 if metric == "max" else int(k), **budget)
+        n_flips[q], steps[q] = gd.n_flips, gd.steps
+        status.append(gd.status)
+        messages.append(gd.message)
         if not gd.success:
-            raise ValueError(f"gradient descent at lr = {lr:g} stopped: {gd.message}")
+            continue
         cmp = compare(flow_result, gd)
-        errors[q] = cmp.max_distance if metric == "max" else cmp.distance[-1]
-        n_flips[q] = gd.n_flips
+        row = int(np.argmax(cmp.distance)) if metric == "max" else -1
+        errors[q], relative[q] = cmp.distance[row], cmp.relative_distance[row]
+    stopped = [f"lr = {lr:g} ({s}: {m})" for lr, s, m in zip(lrs_arr, status, messages) if s != Status.SUCCESS]
+    if stopped:
+        warnings.warn(f"gradient descent stopped before t_end = {t_end:g} at {'; '.join(stopped)}; kept in the "
+                      f"study without an error and left out of the fit", StoppedEarlyWarning, stacklevel=2)
     positive = errors > 0
     order = constant = math.nan
     if np.count_nonzero(positive) >= 2:
         order, intercept = np.polyfit(np.log(lrs_arr[positive]), np.log(errors[positive]), 1)
         order, constant = float(order), float(math.exp(intercept))
     return ConvergenceStudy(t_end=t_end, metric=metric, lrs=lrs_arr, steps=steps, errors=errors, n_flips=n_flips,
-                            order=order, constant=constant)
+                            order=order, constant=constant, relative_errors=relative, status=tuple(status),
+                            messages=tuple(messages))
+
+
+class _CallableModule(types.ModuleType):
+    """This module's type: calling the module is calling :func:`compare` (``flowlib.compare(flow, gd)``)."""
+
+    def __call__(self, flow_result: FlowResult, descent_result: DescentResult) -> Comparison:
+        return compare(flow_result, descent_result)
+
+    __call__.__doc__ = compare.__doc__
+
+
+sys.modules[__name__].__class__ = _CallableModule

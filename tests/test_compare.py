@@ -125,7 +125,8 @@ def test_compare_transversal(os_case, lr):
     assert len(cmp.event_alignment) == 21 and all(e.kind == "cross" and e.k >= 0 for e in cmp.event_alignment)
     assert cmp.max_event_shift <= 2 * lr
     assert cmp.unmatched_flips == 0 and cmp.chatter == ()
-    assert len(cmp.table().splitlines()) == 23
+    table = cmp.table()
+    assert len(table.splitlines()) == 24 and f"(relative {cmp.max_relative_distance:.3e})" in table
 
 
 def test_compare_mpmath_descent_matches_float64():
@@ -208,3 +209,77 @@ def test_convergence_study_bad_arguments(e1_flow, kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         fl.convergence_study(prob, p0, args.pop("t_end"), args.pop("lrs"), **args)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# relative distances, descents that stop early, the module
+# --------------------------------------------------------------------------------------------------------------
+def test_relative_distance_is_the_distance_over_the_flows_size(os_case):
+    prob, p0, flow = os_case
+    gd = fl.gradient_descent(prob, p0, 1e-2, 200, record_every=20)
+    cmp = fl.compare(flow, gd)
+    for q, t in enumerate(cmp.times):
+        state = flow.states_at([t])[0]
+        assert cmp.flow_norm[q] == np.max(np.abs(state))
+        assert cmp.relative_distance[q] == cmp.distance[q] / np.max(np.abs(state))
+    assert cmp.max_relative_distance == np.max(cmp.relative_distance)
+    assert cmp.max_relative_distance > cmp.max_distance > 0  # the flow's weights stay below 1 (small initialisation)
+    assert not cmp.stopped_early and cmp.descent_status == "success"
+
+
+def test_compare_warns_when_the_descent_stopped_on_its_flip_budget(e1_flow):
+    import warnings
+
+    prob, p0 = e1_problem()
+    gd = fl.gradient_descent(prob, p0, 1e-3, 10_000, max_flips=50)
+    assert gd.status == "max_events" and gd.steps < 10_000
+    with pytest.warns(fl.compare.StoppedEarlyWarning, match="stopped early.*max_events"):
+        cmp = fl.compare(e1_flow, gd)
+    assert issubclass(fl.compare.StoppedEarlyWarning, RuntimeWarning)
+    assert cmp.stopped_early and cmp.times[-1] == gd.steps * 1e-3
+    assert "descent stopped early, max_events" in cmp.table().splitlines()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a descent that ran all its iterations: no warning
+        fl.compare(e1_flow, fl.gradient_descent(prob, p0, 1e-2, 1000))
+
+
+def test_convergence_study_keeps_the_step_sizes_that_finished(e1_flow):
+    prob, p0 = e1_problem()
+    full = fl.convergence_study(prob, p0, 10.0, E1_LRS[:3], flow_result=e1_flow)
+    with pytest.warns(fl.compare.StoppedEarlyWarning, match="lr = 0.001 \\(max_events"):
+        study = fl.convergence_study(prob, p0, 10.0, E1_LRS[:3], flow_result=e1_flow, max_flips=200)
+    assert study.status == ("success", "success", "max_events")  # 11, 103 and 1023 flips without a budget
+    np.testing.assert_array_equal(study.errors[:2], full.errors[:2])
+    assert math.isnan(study.errors[2]) and study.steps[2] < 10_000 and study.n_flips[2] == 200
+    assert study.stopped.tolist() == [False, False, True]
+    expected = math.log(full.errors[1] / full.errors[0]) / math.log(0.1)
+    assert study.order == pytest.approx(expected, rel=1e-12)  # fitted on the two that finished
+    table = study.table().splitlines()
+    assert len(table) == 5 and "stopped early (max_events)" in table[-1]
+    np.testing.assert_allclose(study.relative_errors[:2], study.errors[:2] / np.max(np.abs(e1_flow.states[-1])))
+
+
+def test_convergence_study_bad_max_flips(e1_flow):
+    prob, p0 = e1_problem()
+    with pytest.raises(ValueError, match="max_flips"):
+        fl.convergence_study(prob, p0, 10.0, [0.1, 0.01], flow_result=e1_flow, max_flips=0)
+
+
+def test_flowlib_compare_is_the_module_and_calls_compare(e1_flow):
+    import importlib
+    import inspect
+    import sys
+    import types
+
+    import flowlib.compare as module
+
+    assert isinstance(module, types.ModuleType) and module is sys.modules["flowlib.compare"] is fl.compare
+    assert importlib.import_module("flowlib.compare") is module
+    from flowlib.compare import Comparison, compare
+
+    prob, p0 = e1_problem()
+    gd = fl.gradient_descent(prob, p0, 1e-2, 1000)
+    assert isinstance(fl.compare(e1_flow, gd), Comparison)
+    np.testing.assert_array_equal(fl.compare(e1_flow, gd).distance, compare(e1_flow, gd).distance)
+    assert list(inspect.signature(fl.compare).parameters) == ["flow_result", "descent_result"]
+    assert fl.compare.__call__.__doc__ == compare.__doc__
