@@ -15,6 +15,7 @@ import numpy as np
 from flowlib.kernels import constants as kconst
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
+from flowlib.reprs import Summarised
 from flowlib.statuses import KERNEL_STATUS, PENDING_CODE, Status, status_of
 
 #: Member not computed (yet): the ensemble was interrupted before its chunk ran.
@@ -52,8 +53,8 @@ def empty_members(count: int, shape: tuple[int, int]) -> dict:
             "status_code": np.full(count, PENDING, np.int16)}
 
 
-@dataclass
-class EnsembleResult:
+@dataclass(repr=False)
+class EnsembleResult(Summarised):
     """Summary of an ensemble run (:func:`flowlib.ensemble`): one row per member.
 
     Attributes
@@ -167,6 +168,16 @@ class EnsembleResult:
             lines.append(f"time reached: median {np.median(self.t[done]):.6g}; final loss: median "
                          f"{np.median(self.loss[done]):.6g}")
         return "\n".join(lines)
+
+    def _summary_fields(self) -> list:
+        """Method, members by status, medians and shapes (the ``repr`` and the notebook table)."""
+        done = self.done
+        fields = [("method", self.method), ("members", len(self)),
+                  ("status", ", ".join(f"{k} {v}" for k, v in self.counts().items()))]
+        if done.any():
+            fields += [("median_t", float(np.median(self.t[done]))), ("median_loss", float(np.median(self.loss[done])))]
+        fields += [("m", self.inits.shape[1]), ("d", self.inits.shape[2] - 2)]
+        return fields + ([] if self.complete else [("complete", False)])
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path) -> Path:

@@ -16,6 +16,7 @@ import numpy as np
 from flowlib.running import check_budget, check_time, order_for
 from flowlib.kernels import constants, pwa, status as kstatus
 from flowlib.problem import as_real_array
+from flowlib.reprs import Summarised
 from flowlib.result import EVENT_KINDS, Status
 
 
@@ -53,8 +54,8 @@ class PiecewiseEvent:
     cycle: int = 0
 
 
-@dataclass(frozen=True)
-class PiecewiseResult:
+@dataclass(frozen=True, repr=False)
+class PiecewiseResult(Summarised):
     """Trajectory of a :class:`PiecewiseAffine` system (time-major arrays).
 
     Attributes
@@ -88,6 +89,12 @@ class PiecewiseResult:
     def final(self) -> np.ndarray:
         """State at the time reached."""
         return self.x[-1]
+
+    def _summary_fields(self) -> list:
+        """Status, time reached, steps, events, Zeno points and the state's size (the ``repr`` and the notebook
+        table)."""
+        return [("status", self.status), ("t_final", float(self.t[-1])), ("n_steps", len(self.t) - 1),
+                ("n_events", len(self.events)), ("n_zeno", len(self.zeno_times())), ("N", self.x.shape[1])]
 
     def zeno_times(self) -> list[float]:
         """Accumulation times of the Zeno points passed."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from flowlib.kernels.series import LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE
+from flowlib.reprs import Summarised
 
 LOSSES = {"exp": LOSS_EXP, "logistic": LOSS_LOGISTIC, "square": LOSS_SQUARE}
 REDUCTIONS = ("mean", "sum")
@@ -64,8 +65,8 @@ def _check_choice(value, name: str, choices) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class Problem:
+@dataclass(frozen=True, repr=False)
+class Problem(Summarised):
     """A training problem: data, labels, loss, activation and which parameters move.
 
     The network is ``f(x) = sum_j a_j sigma(<w_j, x> + b_j)`` with ``sigma(z) = max(z, leak z)`` and the loss
@@ -160,6 +161,14 @@ class Problem:
         """``X`` with a column of ones appended, shape ``(n, d + 1)`` (read-only view for the kernels)."""
         return self._Xa
 
+    def _summary_fields(self) -> list:
+        """Sizes and options, no data (the ``repr`` and the notebook table)."""
+        fields = [("n", self.n), ("d", self.d), ("loss", self.loss), ("reduction", self.reduction),
+                  ("activation", self.activation)]
+        if self.leak:
+            fields.append(("leak", self.leak))
+        return fields + [("bias", self.bias), ("train_outer", self.train_outer)]
+
     def to_dict(self) -> dict:
         """JSON-friendly description (data as nested lists)."""
         return {"X": self.X.tolist(), "y": self.y.tolist(), "loss": self.loss, "reduction": self.reduction,
@@ -167,8 +176,8 @@ class Problem:
                 "train_outer": self.train_outer}
 
 
-@dataclass(frozen=True)
-class Params:
+@dataclass(frozen=True, repr=False)
+class Params(Summarised):
     """Network parameters ``W`` (m, d), ``b`` (m,) or ``None``, ``a`` (m,).
 
     Rows of ``W`` are neurons. ``b=None`` means no bias (zeros).
@@ -203,6 +212,12 @@ class Params:
     def m(self) -> int:
         """Number of neurons."""
         return self.W.shape[0]
+
+    def _summary_fields(self) -> list:
+        """Shapes and sizes, no entries (the ``repr`` and the notebook table)."""
+        return [("m", self.m), ("d", self.W.shape[1]), ("bias", self.b is not None),
+                ("max_abs", float(max(np.max(np.abs(self.W)), np.max(np.abs(self.a)),
+                                      0.0 if self.b is None else np.max(np.abs(self.b)))))]
 
     def check_against(self, problem: Problem) -> None:
         """Raise ``ValueError`` naming the argument when these parameters do not fit ``problem``."""

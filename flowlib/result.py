@@ -18,6 +18,7 @@ import numpy as np
 from flowlib import __version__
 from flowlib.kernels import driver, events as kevents
 from flowlib.problem import Params, Problem
+from flowlib.reprs import Summarised
 from flowlib.statuses import Status
 
 
@@ -79,8 +80,8 @@ class _PackedViews:
         return self.states[:, :, self.problem.d + 1]
 
 
-@dataclass(frozen=True)
-class FlowResult(_PackedViews):
+@dataclass(frozen=True, repr=False)
+class FlowResult(_PackedViews, Summarised):
     """The gradient flow of a :class:`~flowlib.Problem` from one initialisation.
 
     Attributes
@@ -416,6 +417,21 @@ class FlowResult(_PackedViews):
             lines.append(f"balancedness drift {_diagnostic(self.balancedness_drift, 'a state')}")
         return "\n".join(lines)
 
+    def _summary_fields(self) -> list:
+        """Status, time reached, steps, events, final loss and shapes (the ``repr`` and the notebook table)."""
+        fields = [("status", self.status)]
+        if math.isfinite(self.t_final):
+            fields.append(("t_final", self.t_final))
+        else:
+            fields.append(("ln_t_final", float(self.log_t[-1])))
+        fields += [("n_steps", self.n_steps), ("n_events", self.n_events), ("loss", float(self.loss[-1])),
+                   ("m", self.states.shape[1]), ("n", self.problem.n), ("d", self.problem.d)]
+        if self.clock != "t":
+            fields.append(("clock", self.clock))
+        if self.dps is not None:
+            fields.append(("dps", self.dps))
+        return fields
+
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write the result to ``path`` (``.npz``; metadata as a JSON string, loadable without pickle).
@@ -573,8 +589,8 @@ class FlipLog(Sequence):
         return f"FlipLog({len(self)} flips)"
 
 
-@dataclass(frozen=True)
-class DescentResult(_PackedViews):
+@dataclass(frozen=True, repr=False)
+class DescentResult(_PackedViews, Summarised):
     """Full-batch gradient descent ``theta_{k+1} = theta_k - lr grad L(theta_k)`` from one initialisation.
 
     Attributes
@@ -696,6 +712,13 @@ class DescentResult(_PackedViews):
             f"gradient descent ({precision}), lr = {self.lr!r}, sigma'(0) = {self.selection:g}: {self.steps} "
             f"iterations (t = {self.steps * self.lr:.6g}), {self.n_flips} flips, {self.wall_s * 1e3:.2f} ms{rate}",
             f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}"])
+
+    def _summary_fields(self) -> list:
+        """Status, step size, iterations, flips, final loss and shapes (the ``repr`` and the notebook table)."""
+        fields = [("status", self.status), ("lr", self.lr), ("steps", self.steps), ("t_final", self.steps * self.lr),
+                  ("n_flips", self.n_flips), ("loss", float(self.loss[-1])), ("m", self.states.shape[1]),
+                  ("n", self.problem.n), ("d", self.problem.d)]
+        return fields + ([("dps", self.dps)] if self.dps is not None else [])
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path) -> Path:
