@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", nargs="?", help="a TOML file or the name of a shipped configuration")
     run.add_argument("--quick", action="store_true", help="apply the configuration's [quick] overrides")
     run.add_argument("--out", help="output folder (default: the configuration's output.dir)")
-    run.add_argument("--list", action="store_true", help="list the shipped configurations")
+    run.add_argument("--list", action="store_true",
+                     help="list the shipped configurations: name, title and the path of its file")
     run.add_argument("--progress", action="store_true", help="show progress bars (needs tqdm)")
     run.set_defaults(run=_run)
     sub.add_parser("bench", add_help=False, help="flowlib against SciPy, heyoka.py and tiny-step GD (benchmarks "

@@ -160,12 +160,13 @@ def _save(fig, path: Path) -> Path:
 
 
 def describe(names: dict) -> str:
-    """The shipped configurations, one per line with its title."""
+    """The configurations ``names`` (name -> path of its TOML file): each name with its title, and under it the
+    file's absolute path (to read it, or to copy it as the start of your own)."""
     import tomllib
 
-    lines = []
+    lines = ["configurations (flowlib run NAME runs one; copy its file to start your own):"]
     for name, path in sorted(names.items()):
-        raw = tomllib.loads(path.read_text())
-        lines.append(f"{name:<28} {raw.get('title', '')}")
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        lines += [f"{name:<28} {raw.get('title', '')}", f"{'':<28} {Path(path).resolve()}"]
     return "\n".join(lines)
 

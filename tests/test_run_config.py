@@ -111,6 +111,16 @@ def test_list_shows_every_shipped_config(capsys):
     assert all(name in shown for name in SHIPPED)
 
 
+def test_list_shows_where_each_config_file_is(capsys):
+    assert cli.main(["run", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name, path in config.shipped().items():
+        (row,) = [q for q, line in enumerate(lines) if line.split()[:1] == [name]]
+        shown = Path(lines[row + 1].strip())  # the file's path on the line under its name
+        assert shown.is_absolute() and shown.is_file() and shown.name == f"{name}.toml"
+        assert shown.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("text, key", [
     ("[problem]\nexample = 'gd_rate_network'\nloss = 'exp'\n[flow]\nt_end = 1.0\n", "problem.loss"),
     ("[problem]\nexample = 'gd_rate_network'\nargs = {w1 = 1.0}\n[flow]\nt_end = 1.0\n", "problem.args"),
