@@ -12,13 +12,22 @@ import numpy as np
 from flowlib.problem import as_real_array
 from flowlib.result import DescentResult, FlowResult
 
-__all__ = ["alignment_cosines", "class_directions", "cosines", "neuron_vectors", "record_times", "sampled_states",
-           "unit_directions"]
+__all__ = ["alignment_cosines", "check_result", "class_directions", "cosines", "nearest_rows", "neuron_vectors",
+           "record_times", "sampled_states", "unit_directions"]
 
 
-def _check_result(result, name: str = "result") -> None:
+def check_result(result, purpose: str = "") -> None:
+    """``ValueError`` naming ``result`` unless it is a :class:`~flowlib.FlowResult` or a
+    :class:`~flowlib.DescentResult` (``purpose``, e.g. ``" for alignment"``, ends the first clause)."""
     if not isinstance(result, (FlowResult, DescentResult)):
-        raise ValueError(f"{name} must be a FlowResult or a DescentResult, got {type(result).__name__}")
+        raise ValueError(f"result must be a FlowResult or a DescentResult{purpose}, got {type(result).__name__}")
+
+
+def nearest_rows(recorded: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Index of the entry of the increasing ``recorded`` nearest to each ``target`` (the later one on a tie)."""
+    rows = np.clip(np.searchsorted(recorded, target), 0, len(recorded) - 1)
+    earlier = np.maximum(rows - 1, 0)
+    return np.where(target - recorded[earlier] < recorded[rows] - target, earlier, rows)
 
 
 def record_times(result) -> np.ndarray:
@@ -51,7 +60,7 @@ def sampled_states(result, times) -> tuple[np.ndarray, np.ndarray]:
     ----------
     result : FlowResult or DescentResult
     times : array_like
-        Flow times inside the run.
+        Flow times inside the run (``ValueError`` naming ``times`` unless real and finite).
 
     Returns
     -------
@@ -62,13 +71,10 @@ def sampled_states(result, times) -> tuple[np.ndarray, np.ndarray]:
     states : ndarray, shape (len(times), m, d + 2)
         At the run's precision (``dtype=object`` for mpmath).
     """
-    times = np.atleast_1d(np.asarray(times, dtype=np.float64))
+    times = np.atleast_1d(as_real_array(times, "times", None)).ravel()
     if isinstance(result, FlowResult) and result.coefficients is not None:
         return times, result.states_at(times)
-    recorded, target = _log1p_times(result), np.log1p(times)
-    rows = np.clip(np.searchsorted(recorded, target), 0, len(recorded) - 1)
-    earlier = np.maximum(rows - 1, 0)
-    rows = np.where(target - recorded[earlier] < recorded[rows] - target, earlier, rows)
+    rows = nearest_rows(_log1p_times(result), np.log1p(times))
     return record_times(result)[rows], result.states[rows]
 
 
@@ -237,10 +243,10 @@ def alignment_cosines(result, times=None, directions=None) -> tuple[np.ndarray, 
     >>> bool(cosines[-1, 0, 0] > cosines[0, 0, 0])  # the neuron turned towards the positive sample
     True
     """
-    _check_result(result)
+    check_result(result)
     units = unit_directions(result.problem, directions)
     if times is None:
         times, states = record_times(result), result.states
     else:
-        times, states = sampled_states(result, as_real_array(times, "times", None).ravel())
+        times, states = sampled_states(result, times)
     return np.asarray(times, dtype=np.float64), cosines(result.problem, states, units)

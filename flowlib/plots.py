@@ -102,8 +102,7 @@ def _precision(result):
 
 
 def _check_result(result, name: str):
-    if not isinstance(result, (FlowResult, DescentResult)):
-        raise ValueError(f"result must be a FlowResult or a DescentResult for {name}, got {type(result).__name__}")
+    diagnostics.check_result(result, f" for {name}")
 
 
 def _check_dimension(result, allowed, name: str):
@@ -313,7 +312,7 @@ def loss(result, ax=None, *, log: bool = False, samples: int = 400, events: bool
     Raises
     ------
     ValueError
-        Naming ``result``, ``events``, ``label`` or ``color`` when one is not what is described here.
+        Naming ``result``, ``log``, ``events``, ``label`` or ``color`` when one is not what is described here.
 
     Notes
     -----
@@ -333,7 +332,7 @@ def loss(result, ax=None, *, log: bool = False, samples: int = 400, events: bool
     ['flow', 'GD']
     """
     _check_result(result, "loss")
-    events = _check_flag(events, "events")
+    log, events = _check_flag(log, "log"), _check_flag(events, "events")
     style = _style(label, color, _default_label(result))
     fig, ax = _axes(ax)
     x, y, log_axis = _loss_curve(result, log, samples)
@@ -469,10 +468,7 @@ def _log_time_samples(result, n_times: int, ln_tau: float | None = None) -> tupl
     u, ln_tau = _warped_times(result, ln_tau)
     count = min(max(n_times, 2), len(u))
     if isinstance(result, DescentResult):
-        target = np.linspace(u[0], u[-1], count)
-        rows = np.clip(np.searchsorted(u, target), 0, len(u) - 1)
-        earlier = np.maximum(rows - 1, 0)
-        rows = np.unique(np.where(target - u[earlier] < u[rows] - target, earlier, rows))
+        rows = np.unique(diagnostics.nearest_rows(u, np.linspace(u[0], u[-1], count)))
     else:
         rows = np.unique(np.linspace(0, len(u) - 1, count).round().astype(np.int64))
     u_parts, state_parts = [u[rows]], [result.states[rows]]
@@ -561,14 +557,18 @@ def neuron_directions(result, ax=None, *, n_times: int = 200, spread: float = 0.
     Raises
     ------
     ValueError
-        Naming ``result``, when its problem has neither ``d = 2`` nor ``d = 1`` with a bias; naming ``label`` or
-        ``color`` when one is not a string or a colour.
+        Naming ``result``, when its problem has neither ``d = 2`` nor ``d = 1`` with a bias; naming ``n_times``,
+        ``spread``, ``label`` or ``color`` when one is not what is described here.
     """
     from matplotlib.lines import Line2D
 
     _check_result(result, "neuron_directions")
     if not (result.problem.d == 1 and result.problem.bias):
         _check_dimension(result, (2,), "neuron_directions")
+    _check_count(n_times, "n_times", 2)
+    if isinstance(spread, bool) or not isinstance(spread, (int, float, np.integer, np.floating)) \
+            or not 0 <= spread < math.inf:
+        raise ValueError(f"spread must be a finite number >= 0, got {spread!r}")
     style = _style(label, color, _default_label(result))
     fig, ax = _axes(ax)
     problem = result.problem

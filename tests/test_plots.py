@@ -384,10 +384,23 @@ def test_dense_events_are_drawn_as_a_rug(os_flow, monkeypatch):
 
 
 @pytest.mark.parametrize("kwargs, name", [({"events": "no"}, "events"), ({"label": 3}, "label"),
-                                          ({"color": "not-a-colour"}, "color")])
+                                          ({"color": "not-a-colour"}, "color"), ({"log": "yes"}, "log")])
 def test_loss_bad_style_arguments(sliding, kwargs, name):
     with pytest.raises(ValueError, match=name):
         plots.loss(sliding[0], **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"n_times": 1}, "n_times"), ({"n_times": 2.5}, "n_times"),
+                                          ({"spread": -0.5}, "spread"), ({"spread": float("nan")}, "spread"),
+                                          ({"color": [1, 2]}, "color")])
+def test_neuron_directions_bad_arguments(os_flow, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        plots.neuron_directions(os_flow, **kwargs)
+
+
+def test_decision_boundary_bad_times(os_flow):
+    with pytest.raises(ValueError, match="times"):
+        plots.decision_boundary(os_flow, times=["soon"])
 
 
 def test_gd_vs_flow_relative_distance_without_events_and_two_step_sizes(sliding):
