@@ -1077,8 +1077,10 @@ def _stop_times(ax, ensemble, bins: int, style: dict):
                 label=[f"{name} ({int(np.sum(keep & (status == name)))})" for name in names])
     else:
         ax.hist(t[keep], bins=edges, histtype="step", lw=1.5, **style)
-    ax.set_xscale("log")
-    ax.set_xlabel("flow time where the member stopped" + (" (k lr)" if ensemble.method == "gd" else ""))
+    if t[keep].max() > t[keep].min():
+        ax.set_xscale("log")
+    if not ax.get_xlabel():
+        ax.set_xlabel("flow time where the member stopped" + (" (k lr)" if ensemble.method == "gd" else ""))
     ax.set_ylabel("members")
     what = "gradient descent" if ensemble.method == "gd" else "gradient flow"
     _set_title(ax, f"ensemble of {len(ensemble)} {what} runs")
