@@ -655,3 +655,24 @@ def test_ensemble_times_label_and_colour():
     np.testing.assert_array_equal(points.get_xdata(), first.t)
     with pytest.raises(ValueError, match="second"):
         plots.ensemble_times(first, None)
+
+
+def test_alignment_and_norms_of_an_mpmath_flow_and_of_gradient_descent(rate_flow):
+    prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)
+    mp_flow = fl.gradient_flow(prob, p0, 0.5, dps=20)
+    ax = plots.alignment(mp_flow, n_times=20).axes[0]
+    x = ax.lines[0].get_xdata()
+    _, expected = fl.alignment_cosines(rate_flow, times=np.expm1(x))  # the float64 flow, same problem
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), expected[:, 1].max(axis=1), atol=1e-12)
+    ax = plots.norms(mp_flow, n_times=20).axes[0]
+    t = ax.lines[0].get_xdata()
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), np.linalg.norm(rate_flow.states_at(t)[:, 0, :2], axis=1),
+                               rtol=1e-12)
+    gd = fl.gradient_descent(prob, p0, 0.01, 500, record_every=5)
+    ax = plots.norms(gd, n_times=30).axes[0]
+    t = ax.lines[0].get_xdata()
+    k = np.round(t / 0.01).astype(int)
+    np.testing.assert_allclose(t, k * 0.01, rtol=1e-12, atol=1e-15)  # recorded iterates, early ones kept
+    assert k[0] == 0 and k[-1] == 500 and np.all(k % 5 == 0) and np.count_nonzero(k <= 50) >= 8
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), np.linalg.norm(gd.states[k // 5, 0, :2], axis=1),
+                               rtol=1e-15)
