@@ -57,7 +57,7 @@ from ._jit import jit
 from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
                         MODE_VOID, NOISE_BAND)
 from .inclusion import inclusion_residual
-from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
+from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron, dependent_columns
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import taylor_step
 from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, log_network_loss, loss_from_outputs, \
@@ -263,19 +263,9 @@ def build_constraints(Xa, bias, mode, cons_offset):
         for p in range(q):
             for r in range(da):
                 pinv[q0 + p, r] = rows[p, r]
-        if q > 1:
-            # a normal in the span of the others (duplicate or antipodal samples): the split of the multipliers
-            # among them is not unique, so their individual exits are not events
-            for p in range(q):
-                others = np.empty((da, q - 1))
-                col = 0
-                for r in range(q):
-                    if r != p:
-                        others[:, col] = N[:, r]
-                        col += 1
-                coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
-                residual = N[:, p] - others @ coef
-                dependent[q0 + p] = np.sqrt(np.sum(residual**2)) <= 1e-9 * np.sqrt(np.sum(N[:, p] ** 2))
+        # a normal in the span of the others (duplicate or antipodal samples): the split of the multipliers
+        # among them is not unique, so their individual exits are not events
+        dependent_columns(N, dependent[q0:q0 + q])
     return samples, neurons, pinv, dependent
 
 
@@ -756,8 +746,6 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 for l in range(min(k, lmax) + 1):
                     acc += C[l, j, da] * G[k - l, i]
                 phi[k, slot] = acc
-        if clock.shape[0] > 2:
-            clock[2] = max(clock[2], inclusion_residual(Xa, G[0], C, S, mode, drop, leak, bias))
         top = max_abs(C[K])
         below = max_abs(C[K - 1])
         if not (math.isfinite(top) and math.isfinite(below)):
@@ -820,6 +808,9 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 break
             continue
         stalls = 0
+        # the velocity this step follows (not one a forced release above replaced) against the Filippov set
+        if clock.shape[0] > 2:
+            clock[2] = max(clock[2], inclusion_residual(Xa, G[0], C, S, mode, drop, leak, bias))
         # 4. earliest root of every free switching polynomial and every exit polynomial
         switching_setup(Xa, C, K, pn, ct_ready)
         preactivations(Xa, C[1], Z1)

@@ -78,6 +78,10 @@ STAY_TOL = 1e-9
 #: Relative singular-value cut-off of the small least-squares solves: hyperplanes of duplicate or antipodal samples
 #: have exactly dependent normals, which LAPACK's default (machine epsilon) may not recognise.
 RCOND = 1e-12
+#: How far (in slope units) the exact multipliers of several held surfaces may lie outside ``[leak, 1]``
+#: (``eps^(3/8)``): a normal velocity within ``STAY_TOL`` of zero on hyperplanes with nearly dependent normals can
+#: stand for a multiplier split far outside the box, and such a configuration is not held (:func:`_holds_exactly`).
+HOLD_SLACK = 1.3e-6
 
 
 @jit
@@ -102,12 +106,15 @@ def box_least_squares(E, v0, lo, hi, s):
     q = E.shape[1]
     H = E.T @ E
     g0 = E.T @ v0
-    scale = 0.0
+    # a gradient component E_k^T r is zero to rounding below 1e-14 |e_k| (|v0| + sum |e_l| span): relative to its
+    # own column, so that a column far shorter than the others (a sample whose residual weight is nearly 0) is
+    # still decided by its own gradient
+    column = np.empty(q)
+    size = np.sqrt(np.sum(v0 * v0))
     for k in range(q):
-        scale = max(scale, abs(g0[k]))
-        for l in range(q):
-            scale = max(scale, abs(H[k, l]) * max(abs(lo), abs(hi)))
-    tol = 1e-14 * scale
+        column[k] = np.sqrt(H[k, k])
+        size += column[k] * max(abs(lo), abs(hi))
+    tol = 1e-14 * size * column
     for k in range(q):
         s[k] = lo
     free = np.zeros(q, np.bool_)
@@ -123,7 +130,7 @@ def box_least_squares(E, v0, lo, hi, s):
         changed = False
         for k in range(q):
             if at_minimum and not free[k]:
-                if (s[k] <= lo and grad[k] < -tol) or (s[k] >= hi and grad[k] > tol):
+                if (s[k] <= lo and grad[k] < -tol[k]) or (s[k] >= hi and grad[k] > tol[k]):
                     free[k] = True
                     changed = True
                     break
@@ -131,7 +138,7 @@ def box_least_squares(E, v0, lo, hi, s):
         nf = len(idx)
         if nf == 0:
             return status.RUNNING
-        step = _newton_step(H, grad, idx)
+        step = _newton_step(E, v0, s, idx)
         alpha = 1.0
         blocking = -1
         for a in range(nf):
@@ -158,18 +165,18 @@ def box_least_squares(E, v0, lo, hi, s):
             grad = H @ s + g0
             done = True
             for k in range(q):
-                if not free[k] and ((s[k] <= lo and grad[k] < -tol) or (s[k] >= hi and grad[k] > tol)):
+                if not free[k] and ((s[k] <= lo and grad[k] < -tol[k]) or (s[k] >= hi and grad[k] > tol[k])):
                     done = False
             if done:
                 return status.RUNNING
     # the active-set iteration can cycle on rank-deficient problems (many hyperplanes through a neuron at the
     # origin): fall back to cyclic coordinate descent, which converges for any convex quadratic, then polish the
     # free variables with one least-squares solve
-    return _coordinate_descent(H, g0, lo, hi, s)
+    return _coordinate_descent(E, v0, H, g0, lo, hi, s)
 
 
 @jit
-def _coordinate_descent(H, g0, lo, hi, s):
+def _coordinate_descent(E, v0, H, g0, lo, hi, s):
     q = len(s)
     for k in range(q):
         s[k] = 0.5 * (lo + hi)
@@ -190,23 +197,25 @@ def _coordinate_descent(H, g0, lo, hi, s):
     idx = np.flatnonzero((s > lo + margin) & (s < hi - margin))
     if len(idx) == 0:
         return status.RUNNING
-    polished = s[idx] + _newton_step(H, H @ s + g0, idx)
+    polished = s[idx] + _newton_step(E, v0, s, idx)
     if np.all((polished >= lo) & (polished <= hi)):
         s[idx] = polished
     return status.RUNNING
 
 
 @jit
-def _newton_step(H, grad, idx):
-    """Minimum-norm solution ``d`` of ``H[idx, idx] d = -grad[idx]`` (the step to the subspace minimum)."""
+def _newton_step(E, v0, s, idx):
+    """Minimum-norm ``d`` minimising ``|v0 + E s + E[:, idx] d|``: the step to the minimum over the free variables
+    ``idx``, solved on the columns themselves (the normal equations would square their condition number and, with
+    the ``RCOND`` cut-off, drop a column far shorter than the others)."""
+    p = E.shape[0]
     nf = len(idx)
-    Hf = np.empty((nf, nf))
-    rhs = np.empty(nf)
+    Ef = np.empty((p, nf))
+    r = v0 + E @ s
     for a in range(nf):
-        rhs[a] = -grad[idx[a]]
-        for b in range(nf):
-            Hf[a, b] = H[idx[a], idx[b]]
-    return np.linalg.lstsq(Hf, rhs, RCOND)[0]
+        for q in range(p):
+            Ef[q, a] = E[q, idx[a]]
+    return np.linalg.lstsq(Ef, -r, RCOND)[0]
 
 
 @jit
@@ -466,6 +475,79 @@ def _violation(assign, s, u, jump, tol, leak):
 
 
 @jit
+def dependent_columns(N, out):
+    """``out[p]``: whether column ``p`` of ``N`` lies in the span of the others (to ``STAY_TOL``, relative).
+
+    Hyperplanes of duplicate samples, and without bias of antipodal or collinear ones, have exactly dependent
+    normals: the split of their multipliers is not unique (the driver re-classifies such neurons every step)."""
+    da, q = N.shape
+    for p in range(q):
+        out[p] = False
+        if q < 2:
+            continue
+        others = np.empty((da, q - 1))
+        col = 0
+        for r in range(q):
+            if r != p:
+                others[:, col] = N[:, r]
+                col += 1
+        coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
+        residual = N[:, p] - others @ coef
+        out[p] = np.sqrt(np.sum(residual**2)) <= STAY_TOL * np.sqrt(np.sum(N[:, p] ** 2))
+
+
+@jit
+def _holds_exactly(normal, v0, E, leak, assign, s, u, tol):
+    """Whether the surfaces a node's solution holds (normal velocity zero to ``tol``) can be held exactly.
+
+    Holding the surfaces ``H`` means ``u_H = 0`` exactly: the multipliers solving it (the driver's, from the
+    projection onto the held normals) must lie in ``[leak, 1]``, to ``HOLD_SLACK``. With independent, well separated
+    normals they equal the least-squares slopes ``s_H`` up to rounding; with nearly dependent normals a residual
+    ``|u_H| <= tol`` can stand for multipliers far outside the box (two hyperplanes 1e-8 apart: multipliers of
+    order 1e9), which is no solution of the inclusion: the state cannot stay on both. Exactly dependent normals
+    (no unique split) and surfaces with ``e_p = 0`` (any slope does) are left to the search's test.
+    """
+    da, count = normal.shape
+    held = np.empty(count, np.int64)
+    nh = 0
+    for p in range(count):
+        if _treatment(assign, s, u, tol, leak, p) == 2:
+            held[nh] = p
+            nh += 1
+    if nh < 2:
+        return True
+    Nh = np.empty((da, nh))
+    base = v0.copy()
+    is_held = np.zeros(count, np.bool_)
+    for a in range(nh):
+        is_held[held[a]] = True
+        Nh[:, a] = normal[:, held[a]]
+    dep = np.empty(nh, np.bool_)
+    dependent_columns(Nh, dep)
+    if np.any(dep):
+        return True
+    for p in range(count):
+        if not is_held[p]:
+            for r in range(da):
+                base[r] += s[p] * E[r, p]
+    # v = base - N_H alpha with N_H^T v = 0; the slope of surface p is alpha_p / (-c_p), e_p = c_p n_p
+    alpha = np.linalg.lstsq(Nh, base, RCOND)[0]
+    for a in range(nh):
+        p = held[a]
+        nn = 0.0
+        en = 0.0
+        for r in range(da):
+            nn += normal[r, p] * normal[r, p]
+            en += E[r, p] * normal[r, p]
+        if en == 0.0:
+            continue
+        slope = -alpha[a] * nn / en
+        if slope < leak - HOLD_SLACK or slope > 1.0 + HOLD_SLACK:
+            return False
+    return True
+
+
+@jit
 def _treatment(assign, s, u, tol, leak, p):
     """What surface ``p`` does in a node's solution: 0 left downwards, 1 left upwards, 2 held."""
     if assign[p] == LCP_DOWN:
@@ -510,7 +592,7 @@ def _enumerate_configurations(normal, v0, E, leak, jump, tol, tie_policy, start,
                 assign[rep[a]] = LCP_HOLD if digit == 0 else (LCP_DOWN if digit == 1 else LCP_UP)
         value = _solve_node(normal, v0, E, leak, assign, s, v, u)
         viol, _ = _violation(assign, s, u, jump, tol, leak)
-        if viol == 0.0:
+        if viol == 0.0 and _holds_exactly(normal, v0, E, leak, assign, s, u, tol):
             for p in range(count):
                 seen[p] |= 1 << _treatment(assign, s, u, tol, leak, p)
             better = value > best if tie_policy == TIE_LEAVE else (not found or value < best)
@@ -552,6 +634,20 @@ def _branch_and_bound(normal, v0, E, leak, jump, tol, start, best_assign, seen):
         if found and value >= best:
             continue
         viol, branch = _violation(assign, s, u, jump, tol, leak)
+        if viol == 0.0 and not _holds_exactly(normal, v0, E, leak, assign, s, u, tol):
+            # held to tolerance but not exactly: decide the first repelling surface it holds
+            for p in range(count):
+                if jump[p] > 0.0 and (assign[p] == LCP_FREE or assign[p] == LCP_HOLD) and \
+                        _treatment(assign, s, u, tol, leak, p) == 2:
+                    branch = p
+                    break
+            viol = math.inf
+            if branch >= 0 and assign[branch] == LCP_HOLD:
+                for choice in (LCP_DOWN, LCP_UP):
+                    stack[top] = assign
+                    stack[top, branch] = choice
+                    top += 1
+                continue
         if viol == 0.0:
             best = value
             found = True

@@ -28,6 +28,26 @@ def stay_tol() -> mpf:
     return mp.eps ** (mpf(9) / 16)
 
 
+def hold_slack() -> mpf:
+    """How far exact multipliers of several held surfaces may lie outside ``[leak, 1]``: ``eps^(3/8)`` (the
+    kernel's ``HOLD_SLACK``)."""
+    return mp.eps ** (mpf(3) / 8)
+
+
+def dependent_columns(columns) -> list:
+    """Per column, whether it lies in the span of the others to :func:`stay_tol` (see the kernel's)."""
+    if len(columns) < 2:
+        return [False] * len(columns)
+    cut, tol = linalg.rcond(), stay_tol()
+    out = []
+    for p, normal in enumerate(columns):
+        others = [c for r, c in enumerate(columns) if r != p]
+        coef = linalg.lstsq(others, normal, cut)
+        residual = linalg.combine(normal, others, [-c for c in coef])
+        out.append(linalg.norm(residual) <= tol * linalg.norm(normal))
+    return out
+
+
 @dataclass
 class Decision:
     """What one surface does: stay on it, or leave to ``side``; the event kind it logs; its multiplier."""
@@ -210,6 +230,29 @@ def _treatment(assign, u, limits, p):
     return UP if u[p] > limits[p] else DOWN if u[p] < -limits[p] else HOLD
 
 
+def _holds_exactly(normals, v0, E, leak, assign, s, u, limits):
+    """Whether the surfaces a node's solution holds can be held exactly, multipliers in the box (see the
+    kernel's)."""
+    held = [p for p in range(len(assign)) if _treatment(assign, u, limits, p) == HOLD]
+    if len(held) < 2:
+        return True
+    columns = [normals[p] for p in held]
+    if any(dependent_columns(columns)):
+        return True
+    base = linalg.combine(v0, [E[p] for p in range(len(assign)) if p not in held],
+                          [s[p] for p in range(len(assign)) if p not in held])
+    alpha = linalg.lstsq(columns, base, linalg.rcond())
+    slack = hold_slack()
+    for a, p in zip(alpha, held):
+        en = linalg.dot(E[p], normals[p])
+        if en == 0:
+            continue
+        slope = -a * linalg.dot(normals[p], normals[p]) / en
+        if slope < leak - slack or slope > 1 + slack:
+            return False
+    return True
+
+
 def _enumerate_configurations(normals, v0, E, leak, jump, limits, tie_leave, start, rep, seen):
     """Every decision of the undecided repelling surfaces; ``(found, assign)`` (see the kernel's)."""
     choices = (LCP_DOWN, LCP_UP) if tie_leave else (LCP_HOLD, LCP_DOWN, LCP_UP)
@@ -221,7 +264,7 @@ def _enumerate_configurations(normals, v0, E, leak, jump, limits, tie_leave, sta
             assign[rep[a]] = choices[digit]
         s, v, u, value = _solve_node(normals, v0, E, leak, assign)
         viol, _ = _violation(assign, s, u, jump, limits, leak)
-        if viol == 0:
+        if viol == 0 and _holds_exactly(normals, v0, E, leak, assign, s, u, limits):
             for p in range(len(assign)):
                 seen[p].add(_treatment(assign, u, limits, p))
             if (value > best) if tie_leave else (not found or value < best):
@@ -242,6 +285,17 @@ def _branch_and_bound(normals, v0, E, leak, jump, limits, start, seen):
         if found and value >= best:
             continue
         viol, branch = _violation(assign, s, u, jump, limits, leak)
+        if viol == 0 and not _holds_exactly(normals, v0, E, leak, assign, s, u, limits):
+            # held to tolerance but not exactly: decide the first repelling surface it holds
+            branch = next((p for p in range(len(assign)) if jump[p] > 0 and assign[p] in (LCP_FREE, LCP_HOLD)
+                           and _treatment(assign, u, limits, p) == HOLD), -1)
+            viol = mp.inf
+            if branch >= 0 and assign[branch] == LCP_HOLD:
+                for choice in (LCP_DOWN, LCP_UP):
+                    child = list(assign)
+                    child[branch] = choice
+                    stack.append(child)
+                continue
         if viol == 0:
             found, best, best_assign = True, value, assign
             for p in range(len(assign)):

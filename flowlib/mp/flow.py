@@ -22,6 +22,7 @@ from mpmath import mp, mpf
 from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, NOISE_BAND
 from flowlib.kernels.status import CONVERGED_MESSAGE
 from flowlib.mp import events as mpevents, linalg
+from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
 from flowlib.mp.series import LOSS_SQUARE, MPData, horner, loss_value, preactivations, residual_weights, slopes, \
     taylor_coefficients, state_at, velocity_energy, velocity_energy_log
@@ -49,6 +50,7 @@ class MPRun:
     outcome: str = SUCCESS
     message: str = "reached t_end"
     wall_s: float = 0.0
+    inclusion: object = 0.0
 
 
 def _exit_noise() -> mpf:
@@ -79,6 +81,7 @@ class _Integrator:
         self.stay = mpevents.stay_tol()
         self.noise = _exit_noise()
         self.converged_at = None
+        self.step_inclusion = mpf(0)
 
     # ----- helpers ----------------------------------------------------------------------------------------
     @property
@@ -99,13 +102,7 @@ class _Integrator:
             for p, i in enumerate(held):
                 entry.append((len(slots), i, rows[p]))
                 slots.append((i, j))
-                dependent.append(False)
-                if len(held) > 1:
-                    others = [list(self.data.normals[r]) for r in held if r != i]
-                    normal = list(self.data.normals[i])
-                    coef = linalg.lstsq(others, normal, cut)
-                    residual = linalg.combine(normal, others, [-c for c in coef])
-                    dependent[-1] = linalg.norm(residual) <= self.stay * linalg.norm(normal)
+            dependent.extend(mpevents.dependent_columns([list(self.data.normals[i]) for i in held]))
             per_neuron.append(entry)
         return per_neuron, slots, dependent
 
@@ -268,6 +265,8 @@ class _Integrator:
                     forced[slots[slot]] = side
         if forced:
             return ("release", forced)
+        # the velocity this step follows against the Filippov set (kept by the driver once the step is taken)
+        self.step_inclusion = inclusion_residual(data, G[0], C, self.S, self.mode, self.drop)
         # earliest root of every free switching polynomial and every exit polynomial
         bound, found = h, False
         Zt = {}
@@ -495,6 +494,7 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
                         run.outcome, run.message = stop.outcome, f"{stop.message} (t = {engine.t})"
                         break
                     t0, h, C, loss0, energy = payload
+                    run.inclusion = max(run.inclusion, engine.step_inclusion)
                     run.t.append(t0)
                     run.states.append([list(row) for row in C[0]])
                     run.loss.append(loss0)

@@ -71,8 +71,10 @@ def box_least_squares(columns, v0, lo, hi) -> list:
     H = [[dot(a, b) for b in columns] for a in columns]
     g0 = [dot(a, v0) for a in columns]
     span = max(abs(lo), abs(hi))
-    scale = max([abs(g) for g in g0] + [abs(h) * span for row in H for h in row] + [mpf(0)])
-    tol = mp.eps ** (mpf(7) / 8) * scale
+    # gradient components are zero to rounding relative to their own column (see the kernel's)
+    lengths = [mp.sqrt(H[k][k]) for k in range(q)]
+    size = norm(v0) + span * mp.fsum(lengths)
+    tol = [mp.eps ** (mpf(7) / 8) * size * length for length in lengths]
     s = [mpf(lo)] * q
     free = [False] * q
     at_minimum = True  # release only at the minimum over the free set (see the kernel's)
@@ -81,7 +83,11 @@ def box_least_squares(columns, v0, lo, hi) -> list:
         return [mp.fdot(H[k], s) + g0[k] for k in range(q)]
 
     def pulls_inward(k, grad):
-        return (s[k] <= lo and grad[k] < -tol) or (s[k] >= hi and grad[k] > tol)
+        return (s[k] <= lo and grad[k] < -tol[k]) or (s[k] >= hi and grad[k] > tol[k])
+
+    def newton_step(idx):
+        # the subspace minimum solved on the columns, not the normal equations (see the kernel's _newton_step)
+        return lstsq([columns[k] for k in idx], [-x for x in combine(v0, columns, s)], rcond())
 
     for _ in range(20 * q + 20):
         grad = gradient()
@@ -95,8 +101,7 @@ def box_least_squares(columns, v0, lo, hi) -> list:
         idx = [k for k in range(q) if free[k]]
         if not idx:
             return s
-        sub = [[H[a][b] for a in idx] for b in idx]
-        step = lstsq(sub, [-grad[k] for k in idx], rcond())
+        step = newton_step(idx)
         alpha, blocking = mpf(1), None
         for a, k in enumerate(idx):
             if step[a] > 0 and s[k] + step[a] > hi:
@@ -119,10 +124,10 @@ def box_least_squares(columns, v0, lo, hi) -> list:
             grad = gradient()
             if not any(not free[k] and pulls_inward(k, grad) for k in range(q)):
                 return s
-    return _coordinate_descent(H, g0, lo, hi, s)
+    return _coordinate_descent(columns, v0, H, g0, lo, hi, s)
 
 
-def _coordinate_descent(H, g0, lo, hi, s):
+def _coordinate_descent(columns, v0, H, g0, lo, hi, s):
     """The kernel's fallback when the active set cycles: cyclic coordinate descent from the box centre, then one
     least-squares polish of the interior variables (thresholds as powers of the working epsilon)."""
     q = len(s)
@@ -142,8 +147,7 @@ def _coordinate_descent(H, g0, lo, hi, s):
     idx = [k for k in range(q) if lo + margin < s[k] < hi - margin]
     if not idx:
         return s
-    grad = [g0[k] + mp.fdot(H[k], s) for k in range(q)]
-    step = lstsq([[H[a][b] for a in idx] for b in idx], [-grad[k] for k in idx], rcond())
+    step = lstsq([columns[k] for k in idx], [-x for x in combine(v0, columns, s)], rcond())
     polished = [s[k] + d for k, d in zip(idx, step)]
     if all(lo <= x <= hi for x in polished):
         for k, x in zip(idx, polished):
