@@ -262,9 +262,10 @@ def _load_flow(saved: _Saved) -> FlowResult:
     convert = (lambda v: v) if dps else float
     events = tuple(Event(convert(t_k), kind, int(j), int(i), int(s), convert(mu)) for t_k, kind, j, i, s, mu in
                    zip(event_t, kinds, *columns[:2], columns[2], multiplier))
+    inclusion = saved.optional("inclusion_residual", real(0))  # a residual of exactly 0 is a value, not absent
     return FlowResult(problem=problem, events=events, status=Status(status), message=message, order=order,
                       rtol=rtol, wall_s=wall_s, options=options, dps=dps, clock=clock,
-                      inclusion_residual=float(saved.optional("inclusion_residual", real(0)) or math.nan), **numbers)
+                      inclusion_residual=math.nan if inclusion is None else float(inclusion), **numbers)
 
 
 

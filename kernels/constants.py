@@ -50,3 +50,6 @@ NOISE_BAND = 4.0
 #: float64 flow's residuals stall at about ten of them (seed 003's three points: 8 to 12), where a step's velocity
 #: is rounding of the state.
 CONVERGED_ROUNDINGS = 16.0
+#: The inclusion residual does not count distances within this many roundings of the velocity's terms (kernels/
+#: inclusion.py): a velocity that is itself rounding (a neuron dead at the origin) has no measurable direction.
+INCLUSION_ROUNDINGS = 64.0

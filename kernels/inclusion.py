@@ -19,13 +19,17 @@ import math
 import numpy as np
 
 from ._jit import jit
-from .constants import DROP_NONE, MODE_HELD, MODE_VOID
+from .constants import DROP_NONE, INCLUSION_ROUNDINGS, MODE_HELD, MODE_VOID
 from .events import box_least_squares
+
+_EPS = 2.220446049250313e-16
 
 
 @jit
 def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, j, on):
-    """``dist(C[1, j, :d + 1], F_j)`` for neuron ``j`` whose surfaces are the samples ``on``."""
+    """``dist(C[1, j, :d + 1], F_j)`` for neuron ``j`` whose surfaces are the samples ``on``, less the rounding
+    of the velocity (``INCLUSION_ROUNDINGS`` epsilons of its terms' magnitudes: a neuron whose velocity is rounding,
+    such as one dead at the origin, is not measured against that rounding)."""
     n, da = Xa.shape
     d = da - 1
     width = da if bias else d
@@ -37,8 +41,16 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, j, on):
         is_on[on[k]] = True
         for q in range(width):
             E[q, k] = -a * G0[on[k]] * Xa[on[k], q]
+    # the velocity's rounding: its terms' magnitudes, sum_i |a_j s_ij G_i| |n_i|_1 (on surfaces at the largest slope)
+    gross = 0.0
     for i in range(n):
-        if is_on[i] or mode[i, j] == MODE_VOID or S[i, j] == 0.0:
+        if mode[i, j] == MODE_VOID:
+            continue
+        reach = 0.0
+        for q in range(width):
+            reach += abs(Xa[i, q])
+        gross += abs(a * G0[i]) * reach * (1.0 if is_on[i] else abs(S[i, j]))
+        if is_on[i] or S[i, j] == 0.0:
             continue
         for q in range(width):
             v0[q] -= a * S[i, j] * G0[i] * Xa[i, q]
@@ -52,7 +64,7 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, j, on):
         for k in range(len(on)):
             r += E[q, k] * s[k]
         total += r * r
-    return math.sqrt(total)
+    return max(0.0, math.sqrt(total) - INCLUSION_ROUNDINGS * _EPS * gross)
 
 
 @jit

@@ -1,14 +1,15 @@
 """The inclusion residual: the distance of the integrator's velocity to the Filippov set, at every step start."""
 
-import math
-
 import numpy as np
 import pytest
+from mpmath import mp, mpf
 
 import flowlib as fl
 from flowlib import examples
 from flowlib.kernels.constants import DROP_NONE, MODE_FREE, MODE_HELD
 from flowlib.kernels.inclusion import inclusion_residual
+from flowlib.mp.inclusion import inclusion_residual as mp_inclusion_residual
+from flowlib.mp.series import MPData
 
 
 def _one_neuron_on_a_surface(slope):
@@ -56,7 +57,48 @@ def test_runs_that_cross_slide_and_stick_certify_themselves(tmp_path):
     assert again.inclusion_residual == res.inclusion_residual
 
 
-def test_the_mpmath_backend_does_not_claim_a_residual():
-    prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)
-    res = fl.gradient_flow(prob, p0, 5.0, dps=20)
-    assert math.isnan(res.inclusion_residual) and "inclusion residual" not in res.summary()
+def _mp_case(slope):
+    """The one-neuron case above over mpmath numbers (40 digits), as :mod:`flowlib.mp.inclusion` takes it."""
+    Xa, G0, C, S, mode, drop, a = _one_neuron_on_a_surface(slope)
+    prob = fl.Problem(Xa[:, :2], [-1.0, 1.0], loss="exp", activation="leaky_relu", leak=0.1, bias=True,
+                      train_outer=True)
+    data = MPData.from_problem(prob)
+    G = [mpf(float(g)) for g in G0]
+    v = [-mpf(a) * (mpf(slope) * G[0] * x0 + G[1] * x1) for x0, x1 in zip(data.normals[0], data.normals[1])]
+    Cm = [[[mpf(float(x)) for x in C[0, 0]]], [v + [mpf("0.7")]]]
+    Sm = [[mpf(0)], [mpf(1)]]
+    return data, G, Cm, Sm, mode.tolist(), drop.tolist(), a
+
+
+@pytest.mark.parametrize("slope, nearest", [(0.55, 0.55), (2.0, 1.0), (-0.5, 0.1)])
+def test_the_mpmath_residual_measures_the_distance_at_working_precision(slope, nearest):
+    with mp.workdps(40):
+        data, G, C, S, mode, drop, a = _mp_case(mpf(slope))
+        normal = data.normals[0]
+        distance = abs(mpf(slope) - mpf(nearest)) * abs(a * G[0]) * mp.sqrt(mp.fsum(x * x for x in normal))
+        expected = distance / mp.sqrt(mp.fsum(x * x for row in C[1] for x in row))
+        got = mp_inclusion_residual(data, G, C, S, mode, drop)
+        assert abs(got - expected) <= mpf(10) ** -35
+
+
+@pytest.mark.parametrize("tie", ["stay", "leave"])
+def test_the_mpmath_backend_certifies_its_runs(tie):
+    prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)  # sticks twice
+    res = fl.gradient_flow(prob, p0, 200.0, dps=30, tie=tie)
+    assert res.status == "success" and res.n_events > 0
+    assert 0.0 <= res.inclusion_residual <= 1e-28
+    assert "inclusion residual" in res.summary()
+
+
+def test_a_neuron_dead_at_the_origin_is_not_measured_against_its_rounding():
+    """A neuron that slides into the origin (every hyperplane through it) and dies there: its velocity is the
+    rounding of terms of size 1e-2, so relative to it any distance is noise; the residual counts only distances
+    beyond the velocity's rounding (found by the degenerate-problem stress test)."""
+    X = np.array([[0.34558419], [-0.10598867], [-0.12551737], [0.0], [0.12551737]])
+    prob = fl.Problem(X, [-1.0, -1.0, -1.0, 1.0, 1.0], loss="exp", reduction="mean", bias=True, train_outer=False)
+    p0 = fl.Params(W=np.array([[0.00029413]]), b=np.array([0.00852667]), a=np.array([0.54671299]))
+    res = fl.gradient_flow(prob, p0, 5.0)
+    assert res.status == "success"
+    assert np.max(np.abs(res.states[-1, 0, :2])) <= 1e-16  # dead at the origin
+    assert res.loss[-1] == pytest.approx(1.0, abs=1e-15)
+    assert res.energy_residual <= 1e-14 and res.inclusion_residual <= 1e-10
