@@ -505,6 +505,42 @@ def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
 
 
 @jit
+def _released_backwards(Xa, C, K, active, mode, drop, reheld, hit):
+    """Surfaces released at this instant whose switching polynomial leaves to the other side: ``hit`` them.
+
+    A held surface whose multiplier reaches a bound is released to the side its own exit polynomial gives
+    (:func:`_exit_side`), decided on the series of the configuration before the instant's releases. Its normal
+    velocity vanishes there to first order, so the side is a higher-order fact of the field, and the other
+    releases of the same instant (neurons on the same hyperplane with the same pattern exit together) change that
+    field: with the new step's series the state may move to the other side, into a cell whose slope the step does
+    not use. The leading significant Taylor coefficient of ``z_ij`` (beyond 64 roundings of its terms) must point
+    to the side released to; a surface where it does not is re-classified in the new configuration, once per
+    instant (``reheld``). Returns whether any was found."""
+    n, da = Xa.shape
+    m = C.shape[1]
+    found = False
+    for i in range(n):
+        for j in range(m):
+            if drop[i, j] != DROP_RELEASED or mode[i, j] != MODE_FREE or reheld[i, j]:
+                continue
+            for k in range(1, K + 1):
+                value = 0.0
+                gross = 0.0
+                for q in range(da):
+                    term = C[k, j, q] * Xa[i, q]
+                    value += term
+                    gross += abs(term)
+                if abs(value) <= _ON_SURFACE * gross:
+                    continue
+                if (value > 0.0) != active[i, j]:
+                    hit[i, j] = True
+                    reheld[i, j] = True
+                    found = True
+                break
+    return found
+
+
+@jit
 def _converged(Xa, y, P, Z, S, bias, neuron_scale):
     """Whether a square-loss flow has converged to working precision: every residual ``|f(x_i) - y_i|`` is at most
     ``CONVERGED_ROUNDINGS`` rounding errors of the output, ``eps (sum_j |s_ij a_j| sum_q |p_jq x_iq| + |y_i|)``
@@ -651,6 +687,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
     forced = np.zeros((n, m), np.int8)
+    reheld = np.zeros((n, m), np.bool_)
     work = np.empty((6, max(K + 1, STACK)))
     poly = np.empty(K + 1)
     band = np.empty(K + 1)
@@ -807,6 +844,18 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             if code != status.RUNNING:
                 break
             continue
+        hit[:, :] = False
+        if _released_backwards(Xa, C, K, active, mode, drop, reheld, hit):
+            stalls += 1
+            if stalls > n * m + 1:
+                code = status.NO_PROGRESS
+                break
+            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
+                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
+                                  ev_side, ev_mult, n_ev)
+            if code != status.RUNNING:
+                break
+            continue
         stalls = 0
         # the velocity this step follows (not one a forced release above replaced) against the Filippov set
         if clock.shape[0] > 2:
@@ -864,6 +913,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         for i in range(n):
             for j in range(m):
                 drop[i, j] = DROP_NONE
+                reheld[i, j] = False
         if found:
             for slot in range(n_slots):
                 i, j = samples[slot], neurons[slot]

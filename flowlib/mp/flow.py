@@ -82,6 +82,7 @@ class _Integrator:
         self.noise = _exit_noise()
         self.converged_at = None
         self.step_inclusion = mpf(0)
+        self.reheld = set()  # surfaces re-classified at this instant after a release to the wrong side
 
     # ----- helpers ----------------------------------------------------------------------------------------
     @property
@@ -107,13 +108,14 @@ class _Integrator:
         return per_neuron, slots, dependent
 
     def snapshot(self) -> tuple:
-        """What a step changes (state, time, pattern, modes, event count), for :meth:`restore`."""
+        """What a step changes (state, time, pattern, modes, event count, re-classified surfaces), for
+        :meth:`restore`."""
         return ([list(row) for row in self.P], self.t, [list(row) for row in self.active],
-                [list(row) for row in self.mode], [list(row) for row in self.drop], len(self.events))
+                [list(row) for row in self.mode], [list(row) for row in self.drop], len(self.events), set(self.reheld))
 
     def restore(self, saved: tuple) -> None:
         """Undo an unfinished step (Ctrl-C inside it): back to the :meth:`snapshot` taken before it."""
-        P, self.t, self.active, self.mode, self.drop, n_events = saved
+        P, self.t, self.active, self.mode, self.drop, n_events, self.reheld = saved
         self.P = P
         del self.events[n_events:]
 
@@ -265,6 +267,9 @@ class _Integrator:
                     forced[slots[slot]] = side
         if forced:
             return ("release", forced)
+        backwards = self.released_backwards(C)
+        if backwards:
+            return ("recheck", backwards)
         # the velocity this step follows against the Filippov set (kept by the driver once the step is taken)
         self.step_inclusion = inclusion_residual(data, G[0], C, self.S, self.mode, self.drop)
         # earliest root of every free switching polynomial and every exit polynomial
@@ -308,6 +313,7 @@ class _Integrator:
                     if tau is not None and tau <= reach:
                         hit.add((i, j))
         self.drop = [[DROP_NONE] * m for _ in range(data.n)]
+        self.reheld = set()
         if found:
             for (slot, beta), poly in exits.items():
                 tau = self._exit_root(poly, phi[slot], beta, reach, max(span, reach), bands[slot, beta])
@@ -317,6 +323,26 @@ class _Integrator:
             forced = {key: side for key, side in forced.items() if side}
             self.resolve(hit, forced)
         return ("step", record)
+
+    def released_backwards(self, C):
+        """Surfaces released at this instant whose switching series leaves to the other side (kernel
+        ``_released_backwards``): re-classified once per instant."""
+        data, K = self.data, self.K
+        found = set()
+        for i in range(data.n):
+            for j in range(len(self.P)):
+                if self.drop[i][j] != DROP_RELEASED or self.mode[i][j] != FREE or (i, j) in self.reheld:
+                    continue
+                for k in range(1, K + 1):
+                    terms = [c * x for c, x in zip(C[k][j], data.normals[i])]
+                    value = mp.fsum(terms)
+                    if abs(value) <= 64 * self.eps * mp.fsum(abs(x) for x in terms):
+                        continue
+                    if (value > 0) != self.active[i][j]:
+                        found.add((i, j))
+                    break
+        self.reheld |= found
+        return found
 
     def converged(self):
         """A square-loss flow converged to working precision (kernel ``_converged``): every residual
@@ -536,5 +562,5 @@ def _one_instant(engine: _Integrator, t_end, max_releases):
             raise _Stop(FAILED, "a neuron sits on too many hyperplanes at once") from None
         if what == "step":
             return what, payload
-        engine.resolve(set(payload), payload)
+        engine.resolve(set(payload), payload if what == "release" else {})
     raise _Stop(FAILED, "releases at one instant did not end: no progress in time")
