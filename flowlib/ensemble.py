@@ -407,12 +407,13 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
                            out_code, out_steps, out_info, stop)
         return _finished({"final": out_P, "loss": out_info[:, 0], "t": out_steps * k["lr"], "steps": out_steps,
                           "events": out_info[:, 1].astype(np.int64), "event_counts": np.zeros((count, 6), np.int64),
-                          "status_code": out_code.astype(np.int16)})
+                          "status_code": out_code.astype(np.int16), "energy_residual": np.full(count, np.nan),
+                          "inclusion_residual": np.full(count, np.nan)})
     surfaces = [initial_surfaces(problem, P) for P in P0]
     active0 = np.ascontiguousarray(np.stack([s[0] for s in surfaces]))
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
     nodes, weights = gauss_legendre(k["order"] + 1)
-    out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 3))
+    out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 6))
     kens.flow_batch(Xa, *args, problem.bias, problem.train_outer, k["order"], k["rtol"], k["caratheodory"],
                     k["selection"], k["tie"], k["log_clock"], nodes, weights, P0, active0, mode0, k["u_end"],
                     k["u_deadline"], k["max_steps"], k["max_events"], k["loss_below"], k["coef"], k["offset"],
@@ -420,9 +421,23 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
     with np.errstate(over="ignore"):
         t = np.expm1(out_info[:, 0]) if k["log_clock"] else out_info[:, 0]
         loss = np.exp(out_info[:, 1]) if k["log_clock"] else out_info[:, 1]
+        first = np.exp(out_info[:, 5]) if k["log_clock"] else out_info[:, 5]
     return _finished({"final": out_P, "loss": loss, "t": t, "steps": out_info[:, 2].astype(np.int64),
                       "events": out_counts.sum(axis=1), "event_counts": out_counts,
-                      "status_code": out_code.astype(np.int16)})
+                      "status_code": out_code.astype(np.int16),
+                      "energy_residual": _energy_residuals(first, loss, out_info[:, 3], out_info[:, 2]),
+                      "inclusion_residual": out_info[:, 4].copy()})
+
+
+def _energy_residuals(first, last, dissipated, steps) -> np.ndarray:
+    """Per member, ``|L(0) - L(T) - int |theta'|^2 dt| / max(L(0), int |theta'|^2 dt)``, as
+    :attr:`flowlib.FlowResult.energy_residual` (0 without a step; NaN where a term is not finite)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.maximum(first, dissipated)
+        out = np.where(scale > 0, np.abs(first - last - dissipated) / scale, 0.0)
+    out[steps == 0] = 0.0
+    out[~(np.isfinite(first) & np.isfinite(last) & np.isfinite(dissipated))] = np.nan
+    return out
 
 
 def _finished(part: dict) -> dict:

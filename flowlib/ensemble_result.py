@@ -31,7 +31,10 @@ assert [kconst.EVENT_CROSS, kconst.EVENT_SLIDE_START, kconst.EVENT_SLIDE_END, kc
 
 #: Per-member arrays of a chunk and of a result, with their dtypes.
 MEMBER_ARRAYS = {"final": np.float64, "loss": np.float64, "t": np.float64, "steps": np.int64, "events": np.int64,
-                 "event_counts": np.int64, "status_code": np.int16}
+                 "event_counts": np.int64, "status_code": np.int16, "energy_residual": np.float64,
+                 "inclusion_residual": np.float64}
+#: The per-member diagnostics among them (NaN for gradient descent, and in files written before they existed).
+DIAGNOSTICS = ("energy_residual", "inclusion_residual")
 
 
 def versions() -> dict:
@@ -50,7 +53,8 @@ def empty_members(count: int, shape: tuple[int, int]) -> dict:
     return {"final": np.full((count,) + shape, np.nan), "loss": np.full(count, np.nan),
             "t": np.full(count, np.nan), "steps": np.full(count, -1, np.int64), "events": np.full(count, -1, np.int64),
             "event_counts": np.full((count, len(EVENT_COLUMNS)), -1, np.int64),
-            "status_code": np.full(count, PENDING, np.int16)}
+            "status_code": np.full(count, PENDING, np.int16), "energy_residual": np.full(count, np.nan),
+            "inclusion_residual": np.full(count, np.nan)}
 
 
 @dataclass(repr=False)
@@ -79,6 +83,11 @@ class EnsembleResult(Summarised):
         Events per kind, columns :data:`EVENT_COLUMNS` (zeros for GD).
     status_code : ndarray of int16, shape (R,)
         Per-member status code; :attr:`status` gives the names.
+    energy_residual, inclusion_residual : ndarray, shape (R,)
+        Each flow member's diagnostics, as :attr:`FlowResult.energy_residual` and
+        :attr:`FlowResult.inclusion_residual` of the same run (the energy identity over the member's run, and the
+        largest distance of a step's velocity to the Filippov set): every member certifies itself. NaN for
+        gradient descent and for pending members.
     options : dict
         The options of the run (method, budgets, stop rule, ...).
     wall_s : float
@@ -102,9 +111,16 @@ class EnsembleResult(Summarised):
     event_counts: np.ndarray
     status_code: np.ndarray
     options: dict
+    energy_residual: np.ndarray = None
+    inclusion_residual: np.ndarray = None
     wall_s: float = 0.0
     complete: bool = True
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in DIAGNOSTICS:  # results built without them (older files): not computed
+            if getattr(self, name) is None:
+                setattr(self, name, np.full(len(self.status_code), np.nan))
 
     def __len__(self) -> int:
         return len(self.status_code)
@@ -167,6 +183,9 @@ class EnsembleResult(Summarised):
                          f"{'flips' if self.method == 'gd' else 'events'}: median {np.median(self.events[done]):.0f}")
             lines.append(f"time reached: median {np.median(self.t[done]):.6g}; final loss: median "
                          f"{np.median(self.loss[done]):.6g}")
+            if self.method == "flow" and np.any(np.isfinite(self.energy_residual[done])):
+                lines.append(f"largest energy-identity residual {np.nanmax(self.energy_residual[done]):.2e}, "
+                             f"inclusion residual {np.nanmax(self.inclusion_residual[done]):.2e} (over the members)")
         return "\n".join(lines)
 
     def _summary_fields(self) -> list:

@@ -35,7 +35,7 @@ from flowlib.ensemble_result import MEMBER_ARRAYS, PENDING, EVENT_COLUMNS, Ensem
 from flowlib.problem import Problem
 
 #: Version of the folder layout written by this module.
-FORMAT = 2
+FORMAT = 3
 #: Fields of ``meta.json`` that make the fingerprint.
 FIELDS = ("method", "problems", "problem_index", "options", "chunk_size", "n_members", "shape", "inits_sha256",
           "engine")

@@ -290,7 +290,7 @@ def _load_descent(saved: _Saved) -> DescentResult:
 
 
 def _load_ensemble(saved: _Saved):
-    from flowlib.ensemble_result import EVENT_COLUMNS, MEMBER_ARRAYS, STATUS_NAMES, load_ensemble
+    from flowlib.ensemble_result import DIAGNOSTICS, EVENT_COLUMNS, MEMBER_ARRAYS, STATUS_NAMES, load_ensemble
 
     meta = {"method": saved.field("method", choice("flow", "gd")), "options": saved.field("options", TABLE),
             "wall_s": float(saved.field("wall_s", real(0))), "complete": saved.field("complete", FLAG),
@@ -311,5 +311,7 @@ def _load_ensemble(saved: _Saved):
         arrays[name] = saved.array(name, (count,))
     for name in ("steps", "events"):
         arrays[name] = saved.array(name, (count,), integer=True)
+    for name in DIAGNOSTICS:  # absent in files written before the per-member diagnostics
+        arrays[name] = saved.array(name, (count,)) if name in saved.arrays else np.full(count, np.nan)
     arrays = {name: value.astype(MEMBER_ARRAYS.get(name, value.dtype)) for name, value in arrays.items()}
     return load_ensemble(arrays, meta)

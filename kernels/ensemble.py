@@ -34,7 +34,7 @@ from . import status
 from ._jit import jit
 from .descent import descent_step, iterate_loss
 from .driver import integrate_chunk, loss_along
-from .series import horner_state, preactivations
+from .series import horner_state, preactivations, velocity_energy, velocity_energy_log
 
 REACHED = status.REACHED
 DEADLINE = status.DEADLINE
@@ -206,8 +206,10 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
     until the stop rule, ``u_end``, the deadline or a budget.
 
     Times are in the integration variable (``s = ln(1 + t)`` with ``log_clock``). ``counts`` (int64, shape
-    ``(N_EVENT_KINDS,)``) receives the events per kind; ``out`` (float64, shape ``(3,)``) the time reached, the
-    loss there (``ln L`` with ``log_clock``) and the number of Taylor steps.
+    ``(N_EVENT_KINDS,)``) receives the events per kind; ``out`` (float64, shape ``(6,)``) the time reached, the
+    loss there (``ln L`` with ``log_clock``), the number of Taylor steps, the integral ``int |theta'|^2 dt`` up to
+    there, the largest inclusion residual of the steps (:func:`.inclusion.inclusion_residual`) and the loss at
+    the start (``ln L`` with ``log_clock``): the diagnostics of a single flow, per member.
 
     Returns
     -------
@@ -218,7 +220,9 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
     n = Xa.shape[0]
     m, w = P.shape
     drop = np.zeros((n, m), dtype=np.int8)
-    clock = np.zeros(1)
+    clock = np.zeros(3)  # the time, where a converged flow began to coast, the largest inclusion residual
+    first = loss_along(Xa, y, loss_kind, c, leak, P.reshape((1, m, w)).copy(), log_clock)[0]
+    energy = 0.0
     threshold = math.log(loss_below) if log_clock and loss_below > 0.0 else loss_below
     use_lin = lin_tol >= 0.0
     # a linear functional is located inside a step (every coefficient); a loss threshold or no stop rule needs a
@@ -251,12 +255,15 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
                                            out_loss, k, order)
             if q >= 0:
                 horner_state(out_C[q], kept, tau, P)  # tau = 0 without a linear functional
+                energy += _chunk_energy(out_energy, q, out_C[q], kept, tau, out_t[q], log_clock, gl_nodes,
+                                        gl_weights)
                 clock[0] = out_t[q] + tau
                 n_events += _count_events(ev_kind, ev_t, e, clock[0], counts)
                 steps += q + (1 if tau > 0.0 else 0)
                 code = REACHED
                 break
         n_events += _count_events(ev_kind, ev_t, e, math.inf, counts)
+        energy += _chunk_energy(out_energy, k, out_C[0], kept, 0.0, 0.0, log_clock, gl_nodes, gl_weights)
         steps += k
         if kode != status.RUNNING and kode != status.EVENT_BUFFER_FULL:
             if kode == status.SUCCESS and target < u_end:  # the deadline
@@ -284,7 +291,25 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
     out[0] = clock[0]
     out[1] = last
     out[2] = steps
+    out[3] = energy
+    out[4] = clock[2]
+    out[5] = first
     return code
+
+
+@jit
+def _chunk_energy(out_energy, q, C, kept, tau, t0, log_clock, gl_nodes, gl_weights):
+    """``int |theta'|^2 dt`` over a chunk's first ``q`` steps and, when ``tau > 0``, the part ``[0, tau]`` of step
+    ``q`` (Taylor coefficients ``C`` to order ``kept``, starting at ``t0``)."""
+    total = 0.0
+    for k in range(q):
+        total += out_energy[k]
+    if tau > 0.0:
+        if log_clock:
+            total += velocity_energy_log(C, kept, tau, t0, gl_nodes, gl_weights)
+        else:
+            total += velocity_energy(C, kept, tau)
+    return total
 
 
 @jit
@@ -302,7 +327,7 @@ def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carathe
         active = active0[r].copy()
         mode = mode0[r].copy()
         counts = np.zeros(N_EVENT_KINDS, dtype=np.int64)
-        info = np.empty(3)
+        info = np.empty(6)
         code = flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection,
                            tie_policy, log_clock, gl_nodes, gl_weights, P, active, mode, u_end, u_deadline,
                            max_steps, max_events, loss_below, coef, offset, lin_tol, counts, info, stop)

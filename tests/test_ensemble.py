@@ -54,6 +54,23 @@ def test_flow_members_equal_serial_flow():
         assert ens.steps[r] == ref.n_steps and ens.events[r] == ref.n_events > 0
         kinds = [ev.kind for ev in ref.events]
         assert list(ens.event_counts[r]) == [kinds.count(k) for k in fl.ensemble_result.EVENT_COLUMNS]
+        # each member certifies itself with the diagnostics of the serial run
+        assert ens.inclusion_residual[r] == ref.inclusion_residual
+        assert abs(ens.energy_residual[r] - ref.energy_residual) <= 1e-15 and ens.energy_residual[r] <= 1e-14
+
+
+def test_member_energy_residuals_are_the_serial_runs():
+    """At rtol = 1e-5 the energy identity is off by a measurable amount: each member reports the serial run's."""
+    prob, p0 = examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
+    inits = np.stack([p0.packed() * s for s in (1.0, 0.7, 1.3)])
+    ens = fl.ensemble(prob, inits, "flow", t_end=10.0, rtol=1e-5)
+    for r in range(3):
+        ref = fl.gradient_flow(prob, ens.params(r, "init"), 10.0, rtol=1e-5, dense_output=False)
+        assert ref.energy_residual > 1e-12
+        assert ens.energy_residual[r] == pytest.approx(ref.energy_residual, rel=1e-6)
+    assert "largest energy-identity residual" in ens.summary()
+    gd = fl.ensemble(prob, inits, "gd", lr=0.05, steps=10)
+    assert np.all(np.isnan(gd.energy_residual)) and np.all(np.isnan(gd.inclusion_residual))
 
 
 def test_flow_members_slide_like_the_serial_flow():
@@ -94,6 +111,8 @@ def test_flow_stop_rule_is_located_inside_the_step():
     r = int(np.flatnonzero(quadrant)[0])
     ref = fl.gradient_flow(prob, ens.params(r, "init"), ens.t[r], dense_output=False)
     assert np.max(np.abs(ref.states[-1] - ens.final[r])) <= 1e-12 * np.max(np.abs(ens.final[r]))
+    # the energy of the last, partial step is integrated to the stop point
+    assert np.all(ens.energy_residual <= 1e-12) and abs(ens.energy_residual[r] - ref.energy_residual) <= 1e-13
 
 
 def test_flow_loss_threshold_stops_at_the_first_step_below_it():

@@ -247,6 +247,7 @@ def test_ensembles_with_n_much_larger_than_d_all_succeed(family, tie):
     inits = fl.random_inits(prob, 20, 100, scheme="balanced", scale=1e-3, seed=0)
     ens = fl.ensemble(prob, inits, "flow", t_end=1000, tie=tie)
     assert list(ens.status) == ["success"] * 100
+    assert np.all(ens.energy_residual <= 1e-10) and np.all(ens.inclusion_residual <= 1e-10)
     _check_members(prob, tie, range(0, 100, 9), 1000.0)
 
 
@@ -256,10 +257,8 @@ def degenerate_problems(draw):
     rng = np.random.default_rng(seed)
     n, d, m = draw(st.integers(2, 12)), draw(st.integers(1, 6)), draw(st.integers(1, 12))
     X = rng.standard_normal((n, d))
-    picks = []
     for i in range(1, n):
         pick = draw(st.sampled_from(["generic", "duplicate", "antipodal", "collinear", "origin"]))
-        picks.append(pick)
         j = int(rng.integers(0, i))
         if pick == "duplicate":
             X[i] = X[j]
@@ -287,23 +286,21 @@ def degenerate_problems(draw):
     leak = draw(st.sampled_from([0.0, 0.1]))
     prob = fl.Problem(X, y, loss=loss, reduction="mean", activation="leaky_relu" if leak else "relu", leak=leak,
                       bias=bias, train_outer=draw(st.booleans()))
-    # hyperplanes with exactly dependent normals: duplicates, and without bias antipodal or collinear samples
-    dependent = "duplicate" in picks or (not bias and bool({"antipodal", "collinear"} & set(picks)))
-    return prob, fl.Params(W=W, b=b, a=a), draw(st.sampled_from(["stay", "leave"])), dependent
+    return prob, fl.Params(W=W, b=b, a=a), draw(st.sampled_from(["stay", "leave"]))
 
 
 @pytest.mark.slow
 @settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
 @given(degenerate_problems())
 def test_degenerate_problems_never_fail(case):
-    """Every run succeeds; the energy identity and the inclusion hold to 1e-10 except where held hyperplanes have
-    exactly dependent normals, whose release is located to the step (README, Not yet; pinned below)."""
-    prob, p0, tie, dependent = case
+    """Every run succeeds, and the energy identity and the inclusion hold to 1e-10, on data with duplicate,
+    antipodal, collinear and origin points and neurons started on hyperplanes (hyperplanes with exactly dependent
+    normals included: 565 of 800 examples of a local run had some)."""
+    prob, p0, tie = case
     res = fl.gradient_flow(prob, p0, 5.0, tie=tie, max_steps=50_000, max_events=5_000)
     assert res.status == "success", res.message
-    if not dependent:
-        assert res.energy_residual <= 1e-10
-        assert res.inclusion_residual <= 1e-10
+    assert res.energy_residual <= 1e-10
+    assert res.inclusion_residual <= 1e-10
 
 
 def antipodal_problem():
