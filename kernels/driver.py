@@ -505,7 +505,7 @@ def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
 
 
 @jit
-def _released_backwards(Xa, C, K, active, mode, drop, reheld, hit):
+def _released_backwards(Xa, C, K, h, bias, active, mode, drop, reheld, neuron_scale, hit, poly, work):
     """Surfaces released at this instant whose switching polynomial leaves to the other side: ``hit`` them.
 
     A held surface whose multiplier reaches a bound is released to the side its own exit polynomial gives
@@ -513,9 +513,9 @@ def _released_backwards(Xa, C, K, active, mode, drop, reheld, hit):
     velocity vanishes there to first order, so the side is a higher-order fact of the field, and the other
     releases of the same instant (neurons on the same hyperplane with the same pattern exit together) change that
     field: with the new step's series the state may move to the other side, into a cell whose slope the step does
-    not use. The leading significant Taylor coefficient of ``z_ij`` (beyond 64 roundings of its terms) must point
-    to the side released to; a surface where it does not is re-classified in the new configuration, once per
-    instant (``reheld``). Returns whether any was found."""
+    not use. Where ``z_ij`` first leaves the on-surface band ``|z| <= tol`` (the rounding of ``z_ij`` at this
+    state) within the step ``h`` it must do so on the side released to; a surface where it does not is
+    re-classified in the new configuration, once per instant (``reheld``). Returns whether any was found."""
     n, da = Xa.shape
     m = C.shape[1]
     found = False
@@ -523,20 +523,20 @@ def _released_backwards(Xa, C, K, active, mode, drop, reheld, hit):
         for j in range(m):
             if drop[i, j] != DROP_RELEASED or mode[i, j] != MODE_FREE or reheld[i, j]:
                 continue
+            tol = _ON_SURFACE * _reach(Xa, i, bias) * neuron_scale[j]
             for k in range(1, K + 1):
-                value = 0.0
-                gross = 0.0
+                z = 0.0
                 for q in range(da):
-                    term = C[k, j, q] * Xa[i, q]
-                    value += term
-                    gross += abs(term)
-                if abs(value) <= _ON_SURFACE * gross:
-                    continue
-                if (value > 0.0) != active[i, j]:
-                    hit[i, j] = True
-                    reheld[i, j] = True
-                    found = True
-                break
+                    z += C[k, j, q] * Xa[i, q]
+                poly[k] = z
+            poly[0] = -tol
+            up = earliest_root(poly, K, h, 0, work)
+            poly[0] = tol
+            down = earliest_root(poly, K, h, 0, work)
+            if min(up, down) <= h and (up < down) != active[i, j]:
+                hit[i, j] = True
+                reheld[i, j] = True
+                found = True
     return found
 
 
@@ -845,7 +845,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
                 break
             continue
         hit[:, :] = False
-        if _released_backwards(Xa, C, K, active, mode, drop, reheld, hit):
+        if _released_backwards(Xa, C, K, h, bias, active, mode, drop, reheld, neuron_scale, hit, poly, work):
             stalls += 1
             if stalls > n * m + 1:
                 code = status.NO_PROGRESS

@@ -267,7 +267,7 @@ class _Integrator:
                     forced[slots[slot]] = side
         if forced:
             return ("release", forced)
-        backwards = self.released_backwards(C)
+        backwards = self.released_backwards(C, h)
         if backwards:
             return ("recheck", backwards)
         # the velocity this step follows against the Filippov set (kept by the driver once the step is taken)
@@ -324,23 +324,25 @@ class _Integrator:
             self.resolve(hit, forced)
         return ("step", record)
 
-    def released_backwards(self, C):
-        """Surfaces released at this instant whose switching series leaves to the other side (kernel
-        ``_released_backwards``): re-classified once per instant."""
+    def released_backwards(self, C, h):
+        """Surfaces released at this instant whose switching polynomial first leaves the on-surface band within
+        the step ``h`` on the other side (kernel ``_released_backwards``): re-classified once per instant."""
         data, K = self.data, self.K
         found = set()
         for i in range(data.n):
+            reach = mp.fsum(abs(x) for x in data.normals[i])
             for j in range(len(self.P)):
                 if self.drop[i][j] != DROP_RELEASED or self.mode[i][j] != FREE or (i, j) in self.reheld:
                     continue
-                for k in range(1, K + 1):
-                    terms = [c * x for c, x in zip(C[k][j], data.normals[i])]
-                    value = mp.fsum(terms)
-                    if abs(value) <= 64 * self.eps * mp.fsum(abs(x) for x in terms):
-                        continue
-                    if (value > 0) != self.active[i][j]:
-                        found.add((i, j))
-                    break
+                tol = 64 * self.eps * reach * max(abs(x) for x in self.P[j][:data.da])
+                z = [mp.fdot(C[k][j][:data.da], data.normals[i]) for k in range(1, K + 1)]
+                up = earliest_root([-tol] + z, h)
+                down = earliest_root([tol] + z, h)
+                if up is None and down is None:
+                    continue
+                first_up = down is None or (up is not None and up < down)
+                if first_up != self.active[i][j]:
+                    found.add((i, j))
         self.reheld |= found
         return found
 
