@@ -544,7 +544,7 @@ def switched_methods(flowlib_prepare, system, x0, t_end) -> dict:
 
 def e1_problem():
     """E1 (BENCHMARKS.md): one ReLU neuron, ``a = 1`` frozen, ``L = 1/4 sum (relu - y)^2``."""
-    prob = fl.Problem(X=exact.E1_X, y=exact.E1_Y, loss="square", reduction="mean", bias=False)
+    prob = fl.Problem(X=exact.E1_X, y=exact.E1_Y, loss="square", reduction="mean", bias=False, train_outer=False)
     return prob, fl.Params(W=[exact.E1_W0], b=None, a=[1.0])
 
 
@@ -566,7 +566,7 @@ def seed000_reference(theta0, t_end: float) -> Reference:
 def one_crossing_problem():
     """One sample ``x = 1``, ``y = -1``, one leaky-ReLU neuron (leak 0.1), ``w0 = 0.5``, square loss (sum)."""
     prob = fl.Problem(X=[[1.0]], y=[-1.0], loss="square", reduction="sum", activation="leaky_relu", leak=0.1,
-                      bias=False)
+                      bias=False, train_outer=False)
     return prob, fl.Params(W=[[0.5]], b=None, a=[1.0])
 
 

@@ -83,7 +83,7 @@ def two_crossings() -> tuple[Problem, Params]:
     most one of them.
     """
     prob = Problem(X=[[1.0, 0.0], [1.0, 1e-9]], y=[-1.0, -1.0], loss="square", reduction="sum",
-                   activation="leaky_relu", leak=0.2, bias=False)
+                   activation="leaky_relu", leak=0.2, bias=False, train_outer=False)
     return prob, Params(W=[[0.5, 0.3]], b=None, a=[1.0])
 
 

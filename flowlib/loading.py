@@ -161,7 +161,7 @@ class _Saved:
 
     def problem(self, spec, field: str = "problem") -> Problem:
         """A :class:`Problem` from its ``to_dict`` description."""
-        known = ("X", "y", "loss", "reduction", "activation", "leak", "bias", "train_outer")
+        known = ("X", "y", "loss", "reduction", "activation", "leak", "bias", "train_outer", "weight_decay")
         if not isinstance(spec, dict):
             raise self.fail(field, f"must be a JSON object, got {_short(spec)}")
         unknown = sorted(set(spec) - set(known))

@@ -7,7 +7,9 @@ arrays to float64.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 
@@ -87,9 +89,15 @@ class Problem(Summarised):
     leak : float
         Slope of the negative side.
     bias : bool
-        Whether neurons have a bias ``b_j`` (trained when present).
+        Whether neurons have a bias ``b_j`` (trained when present). Required: there is no silent default. A
+        PyTorch ``nn.Linear(d, m)`` has one unless built with ``bias=False``.
     train_outer : bool
-        Whether the outer weights ``a`` are trained (otherwise they stay at their initial values).
+        Whether the outer weights ``a`` are trained (otherwise they stay at their initial values). Required: a
+        PyTorch ``nn.Linear(m, 1)`` in the model is trained, which is ``train_outer=True``.
+    weight_decay : float
+        ``lambda >= 0``: every method minimises ``L(theta) + lambda/2 |theta|^2`` over the trained parameters
+        (``W``, ``b`` when ``bias``, ``a`` when ``train_outer``), PyTorch's ``weight_decay`` for SGD. Reported
+        losses include the penalty.
 
     Raises
     ------
@@ -99,12 +107,14 @@ class Problem(Summarised):
 
     X: np.ndarray
     y: np.ndarray
+    _: KW_ONLY
     loss: str = "logistic"
     reduction: str = "mean"
     activation: str = "relu"
     leak: float = 0.0
-    bias: bool = True
-    train_outer: bool = False
+    bias: bool | None = None
+    train_outer: bool | None = None
+    weight_decay: float = 0.0
     _Xa: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -126,12 +136,21 @@ class Problem(Summarised):
             raise ValueError(f"leak must be 0 for activation='relu' (use 'leaky_relu'), got {leak}")
         if self.activation == "leaky_relu" and not 0.0 < leak < 1.0:
             raise ValueError(f"leak must lie in (0, 1) for activation='leaky_relu', got {leak}")
-        for name in ("bias", "train_outer"):
+        for name, torch_meaning in (("bias", "nn.Linear(d, m) has bias=True"),
+                                    ("train_outer", "a trained nn.Linear(m, 1) is train_outer=True")):
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} must be given, True or False (no silent default; in PyTorch, "
+                                 f"{torch_meaning})")
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        decay = self.weight_decay
+        if isinstance(decay, bool) or not isinstance(decay, (int, float, np.floating, np.integer)) or not (
+                math.isfinite(decay) and decay >= 0.0):
+            raise ValueError(f"weight_decay must be a finite real number >= 0, got {decay!r}")
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "leak", leak)
+        object.__setattr__(self, "weight_decay", float(decay))
         object.__setattr__(self, "bias", bool(self.bias))
         object.__setattr__(self, "train_outer", bool(self.train_outer))
         object.__setattr__(self, "_Xa", np.ascontiguousarray(np.hstack([X, np.ones((X.shape[0], 1))])))
@@ -167,20 +186,22 @@ class Problem(Summarised):
                   ("activation", self.activation)]
         if self.leak:
             fields.append(("leak", self.leak))
-        return fields + [("bias", self.bias), ("train_outer", self.train_outer)]
+        fields += [("bias", self.bias), ("train_outer", self.train_outer)]
+        return fields + [("weight_decay", self.weight_decay)] if self.weight_decay else fields
 
     def to_dict(self) -> dict:
         """JSON-friendly description (data as nested lists)."""
         return {"X": self.X.tolist(), "y": self.y.tolist(), "loss": self.loss, "reduction": self.reduction,
                 "activation": self.activation, "leak": self.leak, "bias": self.bias,
-                "train_outer": self.train_outer}
+                "train_outer": self.train_outer, "weight_decay": self.weight_decay}
 
 
 @dataclass(frozen=True, repr=False)
 class Params(Summarised):
     """Network parameters ``W`` (m, d), ``b`` (m,) or ``None``, ``a`` (m,).
 
-    Rows of ``W`` are neurons. ``b=None`` means no bias (zeros).
+    Rows of ``W`` are neurons. ``b=None`` means no bias; a problem with ``bias=True`` needs ``b`` (zeros to start
+    the trained bias at 0).
 
     Raises
     ------
@@ -225,6 +246,8 @@ class Params(Summarised):
             raise ValueError(f"W has {self.W.shape[1]} columns but the problem's X has d = {problem.d}")
         if not problem.bias and self.b is not None and np.any(self.b != 0.0):
             raise ValueError("b must be None (or zeros) for a problem with bias=False")
+        if problem.bias and self.b is None:
+            raise ValueError("b must be given (zeros to start the trained bias at 0) for a problem with bias=True")
 
     def packed(self) -> np.ndarray:
         """The kernels' layout: one row ``(w_j, b_j, a_j)`` per neuron, shape ``(m, d + 2)``."""

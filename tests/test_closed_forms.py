@@ -40,7 +40,7 @@ def test_single_leaky_crossing():
     """1-D: w' = -(w - y) while active, w' = -leak (leak w - y) after; crosses at ln((w0 - y) / -y)."""
     leak = 0.1
     prob = fl.Problem(X=[[1.0]], y=[-1.0], loss="square", reduction="sum", activation="leaky_relu", leak=leak,
-                      bias=False)
+                      bias=False, train_outer=False)
     res = fl.gradient_flow(prob, fl.Params(W=[[0.5]], b=None, a=[1.0]), 5.0)
     assert res.status == "success"
     t_star = math.log(1.5)
@@ -78,7 +78,7 @@ def test_two_crossings_inside_one_step_are_both_found_in_order():
 @pytest.mark.parametrize("a", [0.7, 1.3])
 def test_exp_loss_one_neuron(a):
     """x = 1, y = 1, w > 0: w' = a e^{-a w}, so e^{a w(t)} = e^{a w0} + a^2 t."""
-    prob = fl.Problem(X=[[1.0]], y=[1.0], loss="exp", reduction="sum", bias=False)
+    prob = fl.Problem(X=[[1.0]], y=[1.0], loss="exp", reduction="sum", bias=False, train_outer=False)
     w0 = 0.25
     res = fl.gradient_flow(prob, fl.Params(W=[[w0]], b=None, a=[a]), 1000.0, t_eval=[1.0, 10.0, 100.0])
     assert res.status == "success" and res.n_events == 0

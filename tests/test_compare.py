@@ -27,7 +27,7 @@ def e1_problem():
     The square loss is (f - y)^2 / 2 and the mean over n = 2 halves it again: exactly E1's 1/4.
     """
     prob = fl.Problem(X=[[1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], y=[-1.0, 1.0], loss="square", reduction="mean",
-                      bias=False)
+                      bias=False, train_outer=False)
     return prob, fl.Params(W=[[1.0, 0.5]], b=None, a=[1.0])
 
 
@@ -185,7 +185,7 @@ def test_plots(e1_flow):
 def test_compare_rejects_mismatched_runs(e1_flow):
     prob, p0 = e1_problem()
     gd = fl.gradient_descent(prob, p0, 0.1, 10)
-    other_prob = fl.Problem(prob.X, prob.y, loss="square", reduction="sum", bias=False)
+    other_prob = fl.Problem(prob.X, prob.y, loss="square", reduction="sum", bias=False, train_outer=False)
     with pytest.raises(ValueError, match="problem"):
         fl.compare(e1_flow, fl.gradient_descent(other_prob, p0, 0.1, 10))
     with pytest.raises(ValueError, match="initialisation"):

@@ -134,7 +134,7 @@ def leaky_problem(loss="logistic"):
 def e1_problem():
     """E1 (``flowlib.peers.exact.e1_exact``): L = 1/4 sum (relu(<w, x_k>) - y_k)^2 (square, mean over n = 2)."""
     prob = fl.Problem(X=[[1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], y=[-1.0, 1.0], loss="square", reduction="mean",
-                      bias=False)
+                      bias=False, train_outer=False)
     return prob, fl.Params(W=[[1.0, 0.5]], b=None, a=[1.0])
 
 
@@ -301,7 +301,7 @@ def test_selection_at_exact_zero(dps, selection, expected_w):
 
 def test_selection_defaults_to_leak():
     prob = fl.Problem(X=[[1.0, 1.0], [1.0, 0.0]], y=[1.0, -1.0], loss="square", reduction="sum",
-                      activation="leaky_relu", leak=0.25, bias=False)
+                      activation="leaky_relu", leak=0.25, bias=False, train_outer=False)
     gd = fl.gradient_descent(prob, fl.Params(W=[[1.0, -1.0]], b=None, a=[1.0]), 0.5, 1)
     assert gd.selection == 0.25
     # w - (1/2) (2 x_1 + 0.25 (-1) x_0) = (1, -1) - (1/2) (1.75, -0.25)

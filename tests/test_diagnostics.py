@@ -62,13 +62,13 @@ def test_class_directions_weight_the_samples_by_their_labels():
     prob, _ = examples.three_points(4)  # square loss, targets 1.1, 0.1, 0.8: one class
     (direction,) = diagnostics.class_directions(prob)
     np.testing.assert_allclose(direction, _unit(prob.y @ prob.augmented_inputs), rtol=1e-15)
-    zero = fl.Problem(X=[[1.0, 0.0], [0.0, 1.0]], y=[0.0, 0.0], loss="square", bias=False)
+    zero = fl.Problem(X=[[1.0, 0.0], [0.0, 1.0]], y=[0.0, 0.0], loss="square", bias=False, train_outer=False)
     with pytest.raises(ValueError, match="directions"):
         diagnostics.class_directions(zero)
 
 
 def test_a_zero_neuron_has_no_cosine():
-    prob = fl.Problem(X=[[1.0, 0.0], [0.0, 1.0]], y=[1.0, -1.0], bias=False)
+    prob = fl.Problem(X=[[1.0, 0.0], [0.0, 1.0]], y=[1.0, -1.0], bias=False, train_outer=False)
     states = np.array([[[0.0, 0.0, 0.0, 1.0], [2.0, 0.0, 0.0, 1.0]]])
     cosines = diagnostics.cosines(prob, states)
     assert np.all(np.isnan(cosines[0, 0])) and cosines[0, 1].tolist() == [1.0, 0.0]

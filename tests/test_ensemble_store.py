@@ -369,7 +369,7 @@ def test_random_inits_accepts_generators_and_numpy_integers():
 # ----- members whose state is not finite ------------------------------------------------------------------------
 def _overflowing_member():
     """Exp loss, one sample with y f = -700 at the start: the loss is e^700 and the state blows up."""
-    prob = fl.Problem(np.array([[1.0]]), np.array([1.0]), loss="exp", bias=False)
+    prob = fl.Problem(np.array([[1.0]]), np.array([1.0]), loss="exp", bias=False, train_outer=False)
     good = [[0.5, 0.0, 1.0]]
     bad = [[700.0, 0.0, -1.0]]  # f = a relu(w x) = -700
     return prob, np.array([good, bad])

@@ -31,9 +31,9 @@ def test_large_integers_that_float64_holds_exactly_are_kept_bit_for_bit():
 
 def test_problem_names_ragged_and_inexact_data():
     with pytest.raises(ValueError, match="^X must be a rectangular"):
-        fl.Problem([[1.0, 2.0], [3.0]], [1.0, -1.0], loss="logistic")
+        fl.Problem([[1.0, 2.0], [3.0]], [1.0, -1.0], loss="logistic", bias=True, train_outer=False)
     with pytest.raises(ValueError, match="^y holds the integer"):
-        fl.Problem(X, np.array([1, 2**53 + 1, 3], dtype=np.int64), loss="square")
+        fl.Problem(X, np.array([1, 2**53 + 1, 3], dtype=np.int64), loss="square", bias=True, train_outer=False)
 
 
 @pytest.mark.parametrize("linear, match", [

@@ -54,7 +54,8 @@ def test_seed000_closed_form_through_the_kinks(theta0):
 # --------------------------------------------------------------------------------------------------------------
 def e1_problem():
     c, s = 0.5, math.sqrt(3.0) / 2.0
-    prob = fl.Problem(X=[[1.0, 0.0], [c, s]], y=[-1.0, 1.0], loss="square", reduction="mean", bias=False)
+    prob = fl.Problem(X=[[1.0, 0.0], [c, s]], y=[-1.0, 1.0], loss="square", reduction="mean",
+                      bias=False, train_outer=False)
     return prob, fl.Params(W=[[1.0, 0.5]], b=None, a=[1.0])
 
 
@@ -170,7 +171,8 @@ def test_v12_hit_time_multiplier_and_direction():
 # --------------------------------------------------------------------------------------------------------------
 def tie_problem():
     """One neuron on z_1 = 0 at t = 0 with u(0) = -0.4 < 0 < u(1) = 0.6 (both sides push away)."""
-    prob = fl.Problem(X=[[1.0, 0.0], [1.0, 1.0]], y=[1.0, 0.1], loss="square", reduction="sum", bias=False)
+    prob = fl.Problem(X=[[1.0, 0.0], [1.0, 1.0]], y=[1.0, 0.1], loss="square", reduction="sum",
+                      bias=False, train_outer=False)
     return prob, fl.Params(W=[[0.0, 0.5]], b=None, a=[1.0])
 
 

@@ -583,7 +583,7 @@ def _ensemble(method="flow", statuses=("reached", "reached", "reached", "deadlin
     members["loss"][done] = 10.0 ** rng.uniform(-6, 0, done.sum())
     members["status_code"][:] = [codes[s] for s in statuses]
     inits = rng.normal(size=(count, 2, 3))
-    prob = fl.Problem(X=[[1.0], [-1.0]], y=[1.0, -1.0])
+    prob = fl.Problem(X=[[1.0], [-1.0]], y=[1.0, -1.0], bias=True, train_outer=False)
     return fl.EnsembleResult(method=method, problems=(prob,), problem_index=np.zeros(count, np.int64), inits=inits,
                              options={}, **members)
 

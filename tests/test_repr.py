@@ -44,7 +44,7 @@ def test_problem_and_params(big):
     prob, p0, _, _ = big
     assert _check(prob) == {"n": "1000", "d": "5", "loss": "'logistic'", "reduction": "'mean'",
                             "activation": "'relu'", "bias": "True", "train_outer": "True"}
-    leaky = fl.Problem(prob.X, prob.y, activation="leaky_relu", leak=0.1)
+    leaky = fl.Problem(prob.X, prob.y, activation="leaky_relu", leak=0.1, bias=True, train_outer=False)
     assert _check(leaky)["leak"] == "0.1"
     fields = _check(p0)
     assert fields["m"] == "3" and fields["d"] == "5" and fields["bias"] == "True"
@@ -79,7 +79,7 @@ def test_ensemble_and_piecewise_results():
     members["status_code"][:10] = er.DEADLINE
     members["t"][:] = np.arange(count, dtype=float)
     members["loss"][:] = 0.5
-    prob = fl.Problem(X=[[1.0, 0.0], [0.0, 1.0]], y=[1.0, -1.0])
+    prob = fl.Problem(X=[[1.0, 0.0], [0.0, 1.0]], y=[1.0, -1.0], bias=True, train_outer=False)
     ens = fl.EnsembleResult(method="gd", problems=(prob,), problem_index=np.zeros(count, np.int64),
                             inits=np.zeros((count, 3, 4)), options={}, **members)
     fields = _check(ens)
