@@ -3,7 +3,8 @@
 Python never loops over iterations in float64: it calls :func:`flowlib.kernels.descent.descend_chunk` for chunks
 sized to take about 50 ms, collects the recorded iterates and the flip log, reports progress, and stops cleanly on
 Ctrl-C (``status="interrupted"``, with everything computed so far). With ``dps=...`` the same iteration runs over
-mpmath numbers (:mod:`flowlib.mp.descent`), driven the same way.
+mpmath numbers (:mod:`flowlib.mp.descent`), driven the same way. The run minimises ``L + lambda/2 |theta_trained|^2``
+with ``lambda = problem.weight_decay``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class _Float64Run:
 
     def loss(self) -> float:
         p = self.problem
-        return kdescent.descent_loss(p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak, self.P)
+        return kdescent.objective(p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak, p.bias, p.train_outer,
+                                  p.weight_decay, self.P)
 
     def state(self) -> np.ndarray:
         return self.P.copy()
@@ -74,8 +76,8 @@ class _Float64Run:
         f_side = np.empty(size, np.int8)
         code, self.k, r, e = kdescent.descend_chunk(
             p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak, self.selection, p.bias, p.train_outer, self.lr,
-            self.P, self.active, self.k, self.steps, max_steps, self.record_every, max_flips, out_iter, out_states,
-            out_loss, f_iter, f_neuron, f_sample, f_side)
+            p.weight_decay, 1.0, None, None, self.P, self.active, self.k, self.steps, max_steps, self.record_every,
+            max_flips, out_iter, out_states, out_loss, f_iter, f_neuron, f_sample, f_side)
         records = (out_iter[:r], out_states[:r], out_loss[:r])
         flips = (f_iter[:e], f_neuron[:e], f_sample[:e], f_side[:e])
         outcome = {kstatus.SUCCESS: "success", kstatus.RUNNING: "running", kstatus.EVENT_BUFFER_FULL: "running",
@@ -147,13 +149,17 @@ def _object_array(rows) -> np.ndarray:
 def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *, dps: int | None = None,
                      record_every: int = 1, selection: float | None = None, max_flips: int = 1_000_000,
                      progress: bool = False, callback=None) -> DescentResult:
-    """Full-batch gradient descent ``theta_{k+1} = theta_k - lr grad L(theta_k)`` from ``params0``.
+    """Full-batch gradient descent ``theta_{k+1} = theta_k - lr (grad L(theta_k) + lambda theta_k)`` from
+    ``params0``.
 
     The gradient is backpropagation's: ``sigma'(z) = 1`` for ``z > 0``, ``leak`` for ``z < 0`` and ``selection``
-    at exactly ``z = 0``. Biases stay 0 without bias and ``a`` stays fixed unless ``problem.train_outer``. Every
-    activation flip (iterate ``k`` at which ``z_ij = <w_j, x_i> + b_j`` changes side, ``z > 0`` against
-    ``z <= 0``) is logged. Iterate ``k`` is the gradient-flow approximation at time ``t = k lr`` (docs/design.md,
-    Gradient descent and the comparison with the flow); :func:`flowlib.compare` measures the distance.
+    at exactly ``z = 0``. Biases stay 0 without bias and ``a`` stays fixed unless ``problem.train_outer``. Weight
+    decay ``lambda = problem.weight_decay`` adds ``lambda theta`` to the gradient of the trained parameters only
+    (``W``; ``b`` with bias; ``a`` when ``train_outer``), as ``torch.optim.SGD(weight_decay=lambda)`` does; the
+    losses reported are the objective ``L + lambda/2 |theta_trained|^2``. Every activation flip (iterate ``k`` at
+    which ``z_ij = <w_j, x_i> + b_j`` changes side, ``z > 0`` against ``z <= 0``) is logged. Iterate ``k`` is the
+    gradient-flow approximation at time ``t = k lr`` (docs/design.md, Gradient descent and the comparison with the
+    flow); :func:`flowlib.compare` measures the distance.
 
     Parameters
     ----------

@@ -591,7 +591,8 @@ class FlipLog(Sequence):
 
 @dataclass(frozen=True, repr=False)
 class DescentResult(_PackedViews, Summarised):
-    """Full-batch gradient descent ``theta_{k+1} = theta_k - lr grad L(theta_k)`` from one initialisation.
+    """Full-batch gradient descent ``theta_{k+1} = theta_k - lr (grad L(theta_k) + lambda theta_k)`` from one
+    initialisation, ``lambda = problem.weight_decay`` on the trained parameters.
 
     Attributes
     ----------
@@ -606,7 +607,7 @@ class DescentResult(_PackedViews, Summarised):
         Packed parameters ``(w_j, b_j, a_j)`` at the recorded iterates: float64, or ``dtype=object`` holding
         mpmath ``mpf`` at ``dps`` digits for an arbitrary-precision run.
     loss : ndarray, shape (n_rec,)
-        Loss at the recorded iterates (float64, or ``mpf`` objects).
+        Objective ``L + lambda/2 |theta_trained|^2`` at the recorded iterates (float64, or ``mpf`` objects).
     flips : FlipLog
         Every activation flip, in iteration order (not only at recorded iterates): a sequence of :class:`Flip`,
         with the columns as arrays (``flips.k``, ``flips.neuron``, ``flips.sample``, ``flips.side``).
@@ -707,9 +708,10 @@ class DescentResult(_PackedViews, Summarised):
         """A few lines: status, iterations, flips, loss."""
         precision = "float64" if self.dps is None else f"mpmath at {self.dps} digits"
         rate = f", {self.steps / self.wall_s:.3g} it/s" if self.wall_s > 0 and self.steps else ""
+        decay = f", weight decay {self.problem.weight_decay:g}" if self.problem.weight_decay else ""
         return "\n".join([
             f"status {self.status}: {self.message}",
-            f"gradient descent ({precision}), lr = {self.lr!r}, sigma'(0) = {self.selection:g}: {self.steps} "
+            f"gradient descent ({precision}), lr = {self.lr!r}, sigma'(0) = {self.selection:g}{decay}: {self.steps} "
             f"iterations (t = {self.steps * self.lr:.6g}), {self.n_flips} flips, {self.wall_s * 1e3:.2f} ms{rate}",
             f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}"])
 
@@ -718,6 +720,8 @@ class DescentResult(_PackedViews, Summarised):
         fields = [("status", self.status), ("lr", self.lr), ("steps", self.steps), ("t_final", self.steps * self.lr),
                   ("n_flips", self.n_flips), ("loss", float(self.loss[-1])), ("m", self.states.shape[1]),
                   ("n", self.problem.n), ("d", self.problem.d)]
+        if self.problem.weight_decay:
+            fields.append(("weight_decay", self.problem.weight_decay))
         return fields + ([("dps", self.dps)] if self.dps is not None else [])
 
     # ----- persistence --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Full-batch gradient descent ``theta <- theta - lr * grad L(theta)`` on the packed state, chunk by chunk.
+"""Gradient descent ``theta <- theta - lr (grad L(theta) + lambda theta)`` on the packed state, chunk by chunk, full
+batch or mini-batch.
 
 Layout and loss conventions are those of :mod:`.series`: ``P`` has one row ``(w_j, b_j, a_j)`` per neuron,
 ``Xa`` is the data with a column of ones appended, ``z_ij = <P[j, :d + 1], Xa[i]>``,
@@ -9,8 +10,15 @@ Layout and loss conventions are those of :mod:`.series`: ``P`` has one row ``(w_
     grad_{w_j} L = a_j sum_i G_i sigma'(z_ij) x_i,   grad_{b_j} L = a_j sum_i G_i sigma'(z_ij),
     grad_{a_j} L = sum_i G_i sigma(z_ij),            G_i = c l'(f_i).
 
+A mini-batch step sums over the samples of the batch only, with ``c`` the batch's factor (``1/|B|`` for the mean,
+``n/|B|`` for the sum: an unbiased estimate of the full gradient). Weight decay ``lambda`` adds ``lambda theta`` to
+the gradient of every trained parameter (``W``; ``b`` with bias; ``a`` when the outer layer is trained) before the
+step, as PyTorch's ``torch.optim.SGD(weight_decay=lambda)`` does; the objective recorded is
+``L + lambda/2 |theta_trained|^2``. With ``lambda = 0`` no decay term is computed at all (the numbers of plain
+gradient descent, bit for bit).
+
 An activation flip at iterate ``k`` is logged when the side of ``z_ij`` ("z > 0" against "z <= 0") at iterate
-``k`` differs from the side at iterate ``k - 1``.
+``k`` differs from the side at iterate ``k - 1``, for every sample (not only those of the batch).
 """
 
 import math
@@ -47,7 +55,7 @@ def activation_sides(Xa, P, out_active):
 
 @jit
 def descent_loss(Xa, y, loss_kind, c, leak, P):
-    """Loss ``L = c sum_i l(f_i, y_i)`` at the packed state ``P``."""
+    """Loss ``L = c sum_i l(f_i, y_i)`` at the packed state ``P`` (no weight decay: see :func:`objective`)."""
     n = Xa.shape[0]
     Z = np.empty((n, P.shape[0]))
     f = np.empty(n)
@@ -70,32 +78,77 @@ def iterate_loss(y, loss_kind, c, leak, P, Z, work):
 
 
 @jit
-def descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
-    """One iteration ``P <- P - lr grad L(P)`` in place (the single update rule of every GD kernel).
+def penalty(P, bias, train_outer):
+    """``|theta_trained|^2``: the squares of ``w_j``, of ``b_j`` with ``bias`` and of ``a_j`` with ``train_outer``,
+    summed neuron by neuron (row by row, left to right)."""
+    m, cols = P.shape
+    d = cols - 2
+    total = 0.0
+    for j in range(m):
+        for q in range(d):
+            total += P[j, q] * P[j, q]
+        if bias:
+            total += P[j, d] * P[j, d]
+        if train_outer:
+            total += P[j, d + 1] * P[j, d + 1]
+    return total
 
-    ``Z`` holds the pre-activations of ``P`` on entry and those of the new iterate on return; ``G`` (shape
-    ``(n,)``) and ``grad`` (shape of ``P``) are scratch. Returns ``False``, with ``P`` and ``Z`` unchanged, when the
-    next iterate would not be finite.
+
+@jit
+def objective(Xa, y, loss_kind, c, leak, bias, train_outer, weight_decay, P):
+    """``L(P) + weight_decay / 2 |theta_trained|^2`` (:func:`descent_loss`, plus :func:`penalty` when
+    ``weight_decay != 0``)."""
+    total = descent_loss(Xa, y, loss_kind, c, leak, P)
+    if weight_decay != 0.0:
+        total += 0.5 * weight_decay * penalty(P, bias, train_outer)
+    return total
+
+
+@jit
+def iterate_objective(y, loss_kind, c, leak, bias, train_outer, weight_decay, P, Z, work):
+    """:func:`objective` from the pre-activations ``Z`` of ``P`` (``work``: scratch of shape ``(n,)``)."""
+    total = iterate_loss(y, loss_kind, c, leak, P, Z, work)
+    if weight_decay != 0.0:
+        total += 0.5 * weight_decay * penalty(P, bias, train_outer)
+    return total
+
+
+@jit
+def descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, Z, G, grad, batch):
+    """One iteration ``P <- P - lr (g + weight_decay P)`` in place, ``g`` the (mini-batch) gradient: the single update
+    rule of every GD and SGD kernel.
+
+    ``batch`` is ``None`` for the full gradient (every sample, in order), or an int64 array of sample indices: the
+    gradient then sums over these, in this order (a repeated index counts each time), each term weighted by ``c``.
+    The decay term is added to the gradient of trained parameters only, and only when ``weight_decay != 0``.
+    ``Z`` holds the pre-activations of ``P`` (every sample) on entry and those of the new iterate on return; ``G``
+    (at least as long as the batch) and ``grad`` (shape of ``P``) are scratch. Returns ``False``, with ``P`` and
+    ``Z`` unchanged, when the next iterate would not be finite.
     """
     n, da = Xa.shape
     m = P.shape[0]
     d = da - 1
-    # residual weights G_i = c l'(f_i) at the current iterate
-    _outputs(P, Z, leak, G)
-    for i in range(n):
-        f = G[i]
+    nb = n if batch is None else batch.shape[0]
+    # residual weights G_t = c l'(f_i) at the current iterate, i the t-th sample of the batch
+    for t in range(nb):
+        i = t if batch is None else batch[t]
+        f = 0.0
+        for j in range(m):
+            z = Z[i, j]
+            f += P[j, da] * (z if z > 0.0 else leak * z)
         if loss_kind == LOSS_SQUARE:
-            G[i] = c * (f - y[i])
+            G[t] = c * (f - y[i])
         elif loss_kind == LOSS_EXP:
-            G[i] = -c * y[i] * math.exp(-y[i] * f)
+            G[t] = -c * y[i] * math.exp(-y[i] * f)
         else:
-            G[i] = -c * y[i] * _stable_sigmoid(-y[i] * f)
+            G[t] = -c * y[i] * _stable_sigmoid(-y[i] * f)
     # gradient, one neuron (row) at a time
     finite = True
     for j in range(m):
         for q in range(da + 1):
             grad[j, q] = 0.0
-        for i in range(n):
+        for t in range(nb):
+            i = t if batch is None else batch[t]
             z = Z[i, j]
             if z > 0.0:
                 slope, value = 1.0, z
@@ -103,10 +156,10 @@ def descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P,
                 slope, value = leak, leak * z
             else:
                 slope, value = selection, 0.0
-            g = G[i] * slope
+            g = G[t] * slope
             for q in range(da):
                 grad[j, q] += g * Xa[i, q]
-            grad[j, da] += G[i] * value
+            grad[j, da] += G[t] * value
         a = P[j, da]
         for q in range(da):
             grad[j, q] *= a
@@ -114,6 +167,13 @@ def descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P,
             grad[j, d] = 0.0
         if not train_outer:
             grad[j, da] = 0.0
+        if weight_decay != 0.0:
+            for q in range(d):
+                grad[j, q] += weight_decay * P[j, q]
+            if bias:
+                grad[j, d] += weight_decay * P[j, d]
+            if train_outer:
+                grad[j, da] += weight_decay * P[j, da]
         for q in range(da + 1):
             if not math.isfinite(P[j, q] - lr * grad[j, q]):
                 finite = False
@@ -127,10 +187,18 @@ def descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P,
 
 
 @jit
-def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, active, k_start, k_end,
-                  max_steps, record_every, max_flips, out_iter, out_states, out_loss, out_flip_iter,
-                  out_flip_neuron, out_flip_sample, out_flip_side):
-    """Run up to ``max_steps`` gradient-descent steps from iterate ``k_start`` (at most up to ``k_end``).
+def descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
+    """One full-batch iteration ``P <- P - lr grad L(P)`` without weight decay (:func:`descent_update` with
+    ``weight_decay = 0`` and ``batch = None``); ``G`` has shape ``(n,)``."""
+    return descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 0.0, P, Z, G, grad, None)
+
+
+@jit
+def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, batch_c, batches,
+                  offsets, P, active, k_start, k_end, max_steps, record_every, max_flips, out_iter, out_states,
+                  out_loss, out_flip_iter, out_flip_neuron, out_flip_sample, out_flip_side):
+    """Run up to ``max_steps`` steps of (stochastic) gradient descent from iterate ``k_start`` (at most up to
+    ``k_end``).
 
     Parameters
     ----------
@@ -141,13 +209,23 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
     loss_kind : int
         ``LOSS_EXP``, ``LOSS_LOGISTIC`` or ``LOSS_SQUARE`` (:mod:`.series`).
     c : float
-        Reduction factor (``1/n`` for the mean, 1 for the sum).
+        Reduction factor of the loss (``1/n`` for the mean, 1 for the sum); the factor of the full gradient.
     leak, selection : float
         Negative-side slope of the activation, and the slope ``sigma'(0)`` used where ``z_ij == 0``.
     bias, train_outer : bool
         Whether ``b`` and ``a`` move (``b_j`` stays 0 without bias; ``a`` stays fixed unless ``train_outer``).
     lr : float
         Step size.
+    weight_decay : float
+        ``lambda >= 0``: ``lambda theta`` is added to the gradient of the trained parameters, and
+        ``lambda/2 |theta_trained|^2`` to the recorded losses (nothing is computed for 0).
+    batch_c : float
+        Mini-batch steps only: the batch of ``|B|`` samples weights each term by ``batch_c / |B|`` (``batch_c`` is
+        1 for the mean and ``n`` for the sum).
+    batches, offsets : None, or ndarray of int64, shapes (S,), (max_steps + 1,)
+        ``None`` for full-batch steps. Otherwise step ``k_start + s + 1`` uses the samples
+        ``batches[offsets[s]:offsets[s + 1]]`` (non-empty; summed in this order); ``offsets`` must cover the
+        steps this call may take.
     P : ndarray, shape (m, d + 2), float64, C-contiguous
         The state at iterate ``k_start`` on entry, at the iterate reached on return (updated in place).
     active : ndarray, shape (n, m), bool
@@ -163,8 +241,8 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
         The call returns ``EVENT_BUFFER_FULL`` once at least this many flips are logged; the flip buffers must
         hold ``max_flips + n * m`` entries (an iterate's flips are never split across calls).
     out_iter, out_states, out_loss : ndarray, shapes (R,), (R, m, d + 2), (R,)
-        Recorded iteration indices (int64), states and losses; ``R`` must cover the records of ``max_steps``
-        steps (``max_steps // record_every + 2`` does).
+        Recorded iteration indices (int64), states and objectives ``L + lambda/2 |theta_trained|^2``; ``R`` must
+        cover the records of ``max_steps`` steps (``max_steps // record_every + 2`` does).
     out_flip_iter, out_flip_neuron, out_flip_sample, out_flip_side : ndarray, int64, int64, int64, int8
         Flip log: iterate ``k`` at which ``z_ij`` changed side, neuron ``j``, sample ``i``, side entered (+1:
         ``z > 0``, -1: ``z <= 0``).
@@ -191,7 +269,15 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
     n_flip = 0
     stop = min(k_end, k_start + max_steps)
     while k < stop:
-        if not descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
+        if batches is None:
+            ok = descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, Z, G,
+                                grad, None)
+        else:
+            s = k - k_start
+            lo, hi = offsets[s], offsets[s + 1]
+            ok = descent_update(Xa, y, loss_kind, batch_c / (hi - lo), leak, selection, bias, train_outer, lr,
+                                weight_decay, P, Z, G, grad, batches[lo:hi])
+        if not ok:
             return status.NONFINITE, k, n_rec, n_flip
         k += 1
         for i in range(n):
@@ -209,7 +295,7 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
             for j in range(m):
                 for q in range(da + 1):
                     out_states[n_rec, j, q] = P[j, q]
-            out_loss[n_rec] = iterate_loss(y, loss_kind, c, leak, P, Z, G)
+            out_loss[n_rec] = iterate_objective(y, loss_kind, c, leak, bias, train_outer, weight_decay, P, Z, G)
             n_rec += 1
             if not out_loss[n_rec - 1] < math.inf:  # +inf or NaN: the loss overflowed at a finite iterate
                 return status.NONFINITE, k, n_rec, n_flip

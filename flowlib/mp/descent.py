@@ -1,10 +1,12 @@
-"""Full-batch gradient descent at any precision: the mpmath twin of :mod:`flowlib.kernels.descent`.
+"""Gradient descent (full batch or mini-batch) at any precision: the mpmath twin of :mod:`flowlib.kernels.descent`.
 
-Same layout, loss conventions, slopes and flip log as the float64 kernel (see its module docstring): one row
-``(w_j, b_j, a_j)`` per neuron, ``sigma'(0) = selection``, a flip at iterate ``k`` when the side of ``z_ij``
-("z > 0" against "z <= 0") differs from iterate ``k - 1``. Every number is an mpf at ``dps`` digits: the data,
-labels, step size and initial state are converted exactly from their float64 values, the reduction factor is
-``mpf(1) / n``, and the arithmetic runs inside ``mp.workdps(dps)`` (the global precision is never touched).
+Same layout, loss conventions, slopes, weight decay, mini-batch weights and flip log as the float64 kernel (see its
+module docstring): one row ``(w_j, b_j, a_j)`` per neuron, ``sigma'(0) = selection``, a flip at iterate ``k`` when
+the side of ``z_ij`` ("z > 0" against "z <= 0") differs from iterate ``k - 1``. Every number is an mpf at ``dps``
+digits: the data, labels, step size, weight decay and initial state are converted exactly from their float64
+values, the reduction factor is ``mpf(1) / n`` (a batch of ``|B|`` samples: ``mpf(1) / |B|`` for the mean,
+``mpf(n) / |B|`` for the sum), and the arithmetic runs inside ``mp.workdps(dps)`` (the global precision is never
+touched).
 The state is kept as lists of raw mpf tuples, updated with the operations of mpf arithmetic on raw tuples
 (:func:`flowlib.mp.fast.arithmetic`: same precision, same rounding, same order, so the same numbers), which saves
 creating an mpf object per operation.
@@ -38,10 +40,15 @@ def _positive(z) -> bool:
 class MPDescent:
     """One gradient-descent run over mpmath numbers, advanced a chunk at a time by :meth:`advance`.
 
+    Each step is ``theta <- theta - lr (g + lambda theta_trained)`` with ``g`` the full gradient, or the mini-batch
+    gradient when :meth:`advance` is given the batches, and ``lambda = problem.weight_decay`` (no decay term is
+    computed for 0).
+
     Parameters
     ----------
     problem : flowlib.Problem
-        Read through its attributes ``X``, ``y``, ``loss``, ``reduction``, ``leak``, ``bias``, ``train_outer``.
+        Read through its attributes ``X``, ``y``, ``loss``, ``reduction``, ``leak``, ``bias``, ``train_outer``,
+        ``weight_decay``.
     P0 : array_like, shape (m, d + 2)
         Initial packed state ``(w_j, b_j, a_j)`` (float64; converted exactly).
     lr, selection : float
@@ -74,12 +81,15 @@ class MPDescent:
             self.Xa = [[mpf(float(v))._mpf_ for v in row] + [fone] for row in problem.X]
             self.y = [mpf(float(v)) for v in problem.y]
             self.c = mpf(1) / len(self.y) if problem.reduction == "mean" else mpf(1)
+            self.batch_c = mpf(1) if problem.reduction == "mean" else mpf(len(self.y))
+            self.weight_decay = mpf(float(problem.weight_decay))._mpf_
             self.leak = mpf(float(problem.leak))._mpf_
             self.selection = mpf(float(selection))._mpf_
             self.lr = mpf(float(lr))._mpf_
             self._P = [[mpf(float(v))._mpf_ for v in row] for row in P0]
             self.Z = self._preactivations()
         self.active = [[_positive(z) for z in row] for row in self.Z]
+        self.decay = float(problem.weight_decay) != 0.0
         self.k = 0
 
     @property
@@ -108,31 +118,33 @@ class MPDescent:
             Z.append(row)
         return Z
 
-    def _outputs(self) -> list:
-        """``f_i = sum_j a_j sigma(z_ij)`` at the current iterate (``active`` holds ``z_ij > 0``), raw."""
+    def _outputs(self, samples=None) -> list:
+        """``f_i = sum_j a_j sigma(z_ij)`` at the current iterate (``active`` holds ``z_ij > 0``), raw, for every
+        sample or for the indices ``samples`` (in their order)."""
         prec, rnd = mp._prec_rounding
         times, plus, _ = arithmetic(rnd)
         leak, P = self.leak, self._P
         out = []
-        for row, up in zip(self.Z, self.active):
+        rows = zip(self.Z, self.active) if samples is None else ((self.Z[i], self.active[i]) for i in samples)
+        for row, up in rows:
             f = fzero
             for p, z, u in zip(P, row, up):
                 f = plus(f, times(p[-1], z if u else times(leak, z, prec), prec), prec)
             out.append(f)
         return out
 
-    def _loss_derivatives(self, F) -> list:
-        """``G_i = c l'(f_i)`` (raw)."""
-        c = self.c
+    def _loss_derivatives(self, F, c, Y) -> list:
+        """``G_i = c l'(f_i)`` (raw) for the outputs ``F`` (raw) and labels ``Y``."""
         F = [mp.make_mpf(f) for f in F]
         if self.loss_name == "square":
-            return [(c * (f - t))._mpf_ for f, t in zip(F, self.y)]
+            return [(c * (f - t))._mpf_ for f, t in zip(F, Y)]
         if self.loss_name == "exp":
-            return [(-c * t * mp.exp(-t * f))._mpf_ for f, t in zip(F, self.y)]
-        return [(-c * t / (1 + mp.exp(t * f)))._mpf_ for f, t in zip(F, self.y)]
+            return [(-c * t * mp.exp(-t * f))._mpf_ for f, t in zip(F, Y)]
+        return [(-c * t / (1 + mp.exp(t * f)))._mpf_ for f, t in zip(F, Y)]
 
     def loss(self):
-        """``L = c sum_i l(f_i, y_i)`` at the current iterate (an mpf at the run's precision)."""
+        """``L = c sum_i l(f_i, y_i) + lambda/2 |theta_trained|^2`` at the current iterate (an mpf at the run's
+        precision; the squares summed row by row: ``w_j``, then ``b_j`` with bias, then ``a_j`` if trained)."""
         with mp.workdps(self.dps):
             total = mpf(0)
             for f, t in zip(self._outputs(), self.y):
@@ -143,43 +155,68 @@ class MPDescent:
                     total += mp.exp(-t * f)
                 else:
                     total += mp.log1p(mp.exp(-t * f))
-            return self.c * total
+            total = self.c * total
+            if self.decay:
+                d = len(self.Xa[0]) - 1
+                trained = list(range(d)) + ([d] if self.bias else []) + ([d + 1] if self.train_outer else [])
+                squares = mpf(0)
+                for p in self.P:
+                    for q in trained:
+                        squares += p[q] * p[q]
+                total += mp.make_mpf(self.weight_decay) * squares / 2
+            return total
 
-    def _step(self) -> None:
-        """One step ``theta <- theta - lr grad L(theta)``; leaves ``Z`` at the new iterate."""
+    def _step(self, batch=None) -> None:
+        """One step ``theta <- theta - lr (g + lambda theta_trained)``, ``g`` the full gradient (``batch=None``) or
+        that of the samples of ``batch`` (a list of indices, summed in its order); leaves ``Z`` at the new
+        iterate."""
         prec, rnd = mp._prec_rounding
         times, plus, _ = arithmetic(rnd)
-        G = self._loss_derivatives(self._outputs())
-        leak, selection, lr, Xa = self.leak, self.selection, self.lr, self.Xa
+        if batch is None:
+            samples = range(len(self.Xa))
+            G = self._loss_derivatives(self._outputs(), self.c, self.y)
+        else:
+            samples = batch
+            G = self._loss_derivatives(self._outputs(batch), self.batch_c / len(batch), [self.y[i] for i in batch])
+        leak, selection, lr, Xa, decay = self.leak, self.selection, self.lr, self.Xa, self.weight_decay
         da = len(Xa[0])
         for j, p in enumerate(self._P):
             gw = [fzero] * da
             ga = fzero
-            for i, x in enumerate(Xa):
+            for t, i in enumerate(samples):
+                x = Xa[i]
                 z = self.Z[i][j]
                 if self.active[i][j]:
-                    g = G[i]
+                    g = G[t]
                     ga = plus(ga, times(g, z, prec), prec)
                 elif z != fzero:  # z < 0
-                    g = times(G[i], leak, prec)
+                    g = times(G[t], leak, prec)
                     ga = plus(ga, times(g, z, prec), prec)
                 else:  # z == 0 exactly
-                    g = times(G[i], selection, prec)
+                    g = times(G[t], selection, prec)
                 for q in range(da):
                     gw[q] = plus(gw[q], times(g, x[q], prec), prec)
             a = p[-1]
             for q in range(da - 1 if not self.bias else da):
-                p[q] = mpf_sub(p[q], times(lr, times(a, gw[q], prec), prec), prec, rnd)
+                step = times(a, gw[q], prec)
+                if self.decay:
+                    step = plus(step, times(decay, p[q], prec), prec)
+                p[q] = mpf_sub(p[q], times(lr, step, prec), prec, rnd)
             if self.train_outer:
+                if self.decay:
+                    ga = plus(ga, times(decay, a, prec), prec)
                 p[-1] = mpf_sub(a, times(lr, ga, prec), prec, rnd)
         self.Z = self._preactivations()
 
     # ----- driving ------------------------------------------------------------------------------------------
-    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None):
+    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None, batches=None):
         """Take up to ``max_steps`` steps (never past the last iterate).
 
         ``interrupt`` is the flag of :func:`flowlib.running.sigint_flag`: when given, each iterate runs with it
         armed, and Ctrl-C inside an iterate discards that iterate and ends the call with :data:`INTERRUPTED`.
+        ``batches`` is ``None`` for full-batch steps, or a sequence of lists of sample indices: ``batches[s]`` is
+        the mini-batch of the step from iterate ``k + s`` (``k`` the iterate on entry); it must cover the steps
+        this call may take.
 
         Returns
         -------
@@ -193,14 +230,16 @@ class MPDescent:
             ``(k, neuron, sample, side)`` in iteration order.
         """
         records, flips = [], []
+        start = self.k
         stop = min(self.steps, self.k + max_steps)
         with mp.workdps(self.dps):
             while self.k < stop:
                 saved = self._snapshot(len(records), len(flips))
+                batch = None if batches is None else batches[self.k - start]
                 try:
                     if interrupt is not None:
                         interrupt["raise"] = True
-                    finite = self._iterate(records, flips)
+                    finite = self._iterate(records, flips, batch)
                     if interrupt is not None:
                         interrupt["raise"] = False
                 except StepInterrupted:
@@ -214,9 +253,9 @@ class MPDescent:
                     return FLIPS_FULL, records, flips
         return (SUCCESS if self.k == self.steps else RUNNING), records, flips
 
-    def _iterate(self, records: list, flips: list) -> bool:
+    def _iterate(self, records: list, flips: list, batch=None) -> bool:
         """One iterate with its flips and record; False when the iterate or its recorded loss is not finite."""
-        self._step()
+        self._step(batch)
         if not all(man or not exp for p in self._P for _, man, exp, _ in p):
             return False
         self.k += 1
