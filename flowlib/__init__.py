@@ -34,7 +34,7 @@ from flowlib.problem import Params, Problem  # noqa: E402
 from flowlib.result import DescentResult, Event, Flip, FlipLog, FlowResult, Status  # noqa: E402
 from flowlib.loading import load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
-from flowlib.descent import gradient_descent  # noqa: E402
+from flowlib.descent import gradient_descent, stochastic_gradient_descent  # noqa: E402
 from flowlib import compare  # noqa: E402  (the module, callable: fl.compare(flow, gd) is compare.compare)
 from flowlib.compare import convergence_study  # noqa: E402
 from flowlib.diagnostics import alignment_cosines  # noqa: E402
@@ -46,4 +46,5 @@ from flowlib.ensemble_result import EnsembleResult  # noqa: E402
 
 __all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlipLog", "FlowResult", "Params", "PiecewiseAffine",
            "PiecewiseResult", "Problem", "Status", "Until", "alignment_cosines", "compare", "convergence_study",
-           "ensemble", "gradient_descent", "gradient_flow", "load", "random_inits", "warmup", "__version__"]
+           "ensemble", "gradient_descent", "gradient_flow", "load", "random_inits", "stochastic_gradient_descent",
+           "warmup", "__version__"]

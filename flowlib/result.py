@@ -591,8 +591,9 @@ class FlipLog(Sequence):
 
 @dataclass(frozen=True, repr=False)
 class DescentResult(_PackedViews, Summarised):
-    """Full-batch gradient descent ``theta_{k+1} = theta_k - lr (grad L(theta_k) + lambda theta_k)`` from one
-    initialisation, ``lambda = problem.weight_decay`` on the trained parameters.
+    """Gradient descent ``theta_{k+1} = theta_k - lr (g_k + lambda theta_k)`` from one initialisation: full batch
+    (``g_k = grad L(theta_k)``, :func:`flowlib.gradient_descent`) or mini-batch (:attr:`method` ``"sgd"``,
+    :func:`flowlib.stochastic_gradient_descent`); ``lambda = problem.weight_decay`` on the trained parameters.
 
     Attributes
     ----------
@@ -621,7 +622,8 @@ class DescentResult(_PackedViews, Summarised):
     wall_s : float
         Wall time of the iterations (compilation excluded, see :func:`flowlib.warmup`).
     options : dict
-        The other arguments of the run (``record_every``, ``max_flips``).
+        The other arguments of the run (``record_every``, ``max_flips``; for SGD also ``method``, ``batch_size``,
+        ``replacement`` and ``seed``, read by the properties of these names).
     """
 
     problem: Problem
@@ -643,6 +645,26 @@ class DescentResult(_PackedViews, Summarised):
     def success(self) -> bool:
         """True when ``status == "success"``."""
         return self.status == Status.SUCCESS
+
+    @property
+    def method(self) -> str:
+        """``"gd"`` (full batch) or ``"sgd"`` (mini-batch); kept in :attr:`options`, so saved with the result."""
+        return self.options.get("method", "gd")
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per mini-batch (``n`` for full-batch gradient descent)."""
+        return int(self.options.get("batch_size", self.problem.n))
+
+    @property
+    def replacement(self) -> bool | None:
+        """Whether SGD drew its batches with replacement (``None`` for full-batch gradient descent)."""
+        return self.options.get("replacement")
+
+    @property
+    def seed(self) -> int | None:
+        """Seed of SGD's ``numpy.random.default_rng`` (``None`` for full-batch gradient descent)."""
+        return self.options.get("seed")
 
     @property
     def times(self) -> np.ndarray:
@@ -708,10 +730,15 @@ class DescentResult(_PackedViews, Summarised):
         """A few lines: status, iterations, flips, loss."""
         precision = "float64" if self.dps is None else f"mpmath at {self.dps} digits"
         rate = f", {self.steps / self.wall_s:.3g} it/s" if self.wall_s > 0 and self.steps else ""
+        name = "gradient descent"
+        if self.method == "sgd":
+            drawn = "with" if self.replacement else "without"
+            name = (f"stochastic gradient descent (batch {self.batch_size} of n = {self.problem.n}, {drawn} "
+                    f"replacement, seed {self.seed})")
         decay = f", weight decay {self.problem.weight_decay:g}" if self.problem.weight_decay else ""
         return "\n".join([
             f"status {self.status}: {self.message}",
-            f"gradient descent ({precision}), lr = {self.lr!r}, sigma'(0) = {self.selection:g}{decay}: {self.steps} "
+            f"{name} ({precision}), lr = {self.lr!r}, sigma'(0) = {self.selection:g}{decay}: {self.steps} "
             f"iterations (t = {self.steps * self.lr:.6g}), {self.n_flips} flips, {self.wall_s * 1e3:.2f} ms{rate}",
             f"loss {float(self.loss[0]):.16g} -> {float(self.loss[-1]):.16g}"])
 
@@ -720,6 +747,9 @@ class DescentResult(_PackedViews, Summarised):
         fields = [("status", self.status), ("lr", self.lr), ("steps", self.steps), ("t_final", self.steps * self.lr),
                   ("n_flips", self.n_flips), ("loss", float(self.loss[-1])), ("m", self.states.shape[1]),
                   ("n", self.problem.n), ("d", self.problem.d)]
+        if self.method == "sgd":
+            fields += [("method", "sgd"), ("batch_size", self.batch_size), ("replacement", self.replacement),
+                       ("seed", self.seed)]
         if self.problem.weight_decay:
             fields.append(("weight_decay", self.problem.weight_decay))
         return fields + ([("dps", self.dps)] if self.dps is not None else [])
