@@ -71,17 +71,18 @@ class Executed(SphinxDirective):
                 exec(compile(padded, str(source), "exec"), namespace)  # noqa: S102
         except Exception as exc:
             plt.close("all")
-            trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))  # from the page's code
+            # the traceback from the page's code on (the frame of this method left out)
+            trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
             raise ExecutedCodeError(f"{docname} (line {self.lineno}): the executed code raised "
                                     f"{type(exc).__name__}\n{trace}") from exc
         result: list[nodes.Node] = [nodes.literal_block(code, code, language="python")]
         text = output.getvalue().rstrip()
         if text:
             result.append(nodes.literal_block(text, text, language="none", classes=["executed-output"]))
-        result.extend(self._figures(docname, source))
+        result.extend(self._figures(docname))
         return result
 
-    def _figures(self, docname: str, source) -> list[nodes.Node]:
+    def _figures(self, docname: str) -> list[nodes.Node]:
         """Save every open figure as PNG in the output's ``_images`` folder, close it, return image nodes."""
         folder = _IMAGES["folder"]
         os.makedirs(folder, exist_ok=True)
