@@ -12,7 +12,9 @@ Schema (every key optional unless said; unknown keys are an error)::
     y = [1.0, -1.0]
     file = "data.csv"                  # a CSV (columns x_1..x_d, y; '#' comments) or .npz (arrays X, y),
                                        # relative to the config file
-    loss = "logistic"                  # and reduction, activation, leak, bias, train_outer: flowlib.Problem's
+    bias = false                       # required with X or file (no silent default), as is
+    train_outer = true
+    loss = "logistic"                  # and reduction, activation, leak, weight_decay: flowlib.Problem's
 
     [init]                             # omitted: the example's parameters
     W = [[0.3, -0.2]]                  # explicit parameters (with b, a), or random ones:
@@ -91,7 +93,7 @@ SCHEMA = {
          "until": TABLE, "output": TABLE, "quick": TABLE},
     "problem": {"example": choice(*EXAMPLE_FUNCTIONS), "args": TABLE, "X": array(2), "y": array(1), "file": PATH,
                 "loss": choice(*LOSSES), "reduction": choice(*REDUCTIONS), "activation": choice(*ACTIVATIONS),
-                "leak": real(0, 1), "bias": FLAG, "train_outer": FLAG},
+                "leak": real(0, 1), "bias": FLAG, "train_outer": FLAG, "weight_decay": real(0)},
     "init": {"W": array(2), "b": array(1), "a": array(1), "scheme": choice("he", "normal", "balanced"),
              "m": integer(1), "count": integer(1), "seed": _SEED, "scale": _POSITIVE,
              "bias": Kind('a finite real number or "random"', lambda v: is_real(v) or v == "random")},
@@ -269,7 +271,8 @@ def _problem(spec: dict, path: Path) -> tuple[Problem, Params | None]:
     sources = [key for key in ("example", "X", "file") if key in spec]
     if len(sources) != 1:
         raise ValueError(f"config {path}: problem needs exactly one of example, X (with y), file; got {sources}")
-    options = {k: spec[k] for k in ("loss", "reduction", "activation", "leak", "bias", "train_outer") if k in spec}
+    options = {k: spec[k] for k in ("loss", "reduction", "activation", "leak", "bias", "train_outer", "weight_decay")
+               if k in spec}
     if "example" in spec:
         if options:
             raise ValueError(f"config {path}: problem.{sorted(options)[0]} cannot be set with an example")

@@ -11,7 +11,7 @@ P0 = dict(W=np.array([[0.3, 0.1], [-0.2, 0.4]]), b=np.array([0.1, -0.1]), a=np.a
 
 
 def problem(**kw):
-    args = dict(X=X, y=Y, loss="logistic")
+    args = dict(X=X, y=Y, loss="logistic", bias=True, train_outer=False)
     args.update(kw)
     return fl.Problem(**args)
 

@@ -125,13 +125,13 @@ def test_list_shows_where_each_config_file_is(capsys):
     ("[problem]\nexample = 'gd_rate_network'\nloss = 'exp'\n[flow]\nt_end = 1.0\n", "problem.loss"),
     ("[problem]\nexample = 'gd_rate_network'\nargs = {w1 = 1.0}\n[flow]\nt_end = 1.0\n", "problem.args"),
     ("[problem]\nexample = 'nope'\n[flow]\nt_end = 1.0\n", "problem.example"),
-    ("[problem]\nX = [[1.0]]\ny = [1.0]\n[init]\nm = 1\n[flow]\nt_end = 1.0\nspeed = 2\n", "flow.speed"),
-    ("[problem]\nX = [[1.0]]\ny = [1.0]\n[init]\nm = 1\n", "[flow] or a [gd]"),
-    ("[problem]\nX = [[1.0]]\ny = [1.0]\n[flow]\nt_end = 1.0\n", "init"),
+    ("[problem]\nX = [[1.0]]\ny = [1.0]\nbias = false\ntrain_outer = true\n[init]\nm = 1\n[flow]\nt_end = 1.0\nspeed = 2\n", "flow.speed"),
+    ("[problem]\nX = [[1.0]]\ny = [1.0]\nbias = false\ntrain_outer = true\n[init]\nm = 1\n", "[flow] or a [gd]"),
+    ("[problem]\nX = [[1.0]]\ny = [1.0]\nbias = false\ntrain_outer = true\n[flow]\nt_end = 1.0\n", "init"),
     ("[problem]\nfile = 'missing.csv'\n[init]\nm = 1\n[flow]\nt_end = 1.0\n", "problem.file"),
-    ("[problem]\nX = [[1.0]]\ny = [1.0]\n[init]\nm = 1\n[flow]\nt_end = 1.0\n[output]\nplots = ['pie']\n",
+    ("[problem]\nX = [[1.0]]\ny = [1.0]\nbias = false\ntrain_outer = true\n[init]\nm = 1\n[flow]\nt_end = 1.0\n[output]\nplots = ['pie']\n",
      "output.plots"),
-    ("[problem]\nX = [[1.0]]\ny = [1.0]\n[init]\nm = 1\n[flow]\nt_end = 1.0\n[until]\ntol = 1.0\n", "until"),
+    ("[problem]\nX = [[1.0]]\ny = [1.0]\nbias = false\ntrain_outer = true\n[init]\nm = 1\n[flow]\nt_end = 1.0\n[until]\ntol = 1.0\n", "until"),
     ("colour = 'red'\n", "colour"),
 ])
 def test_bad_configs_are_named(tmp_path, text, key):

@@ -108,9 +108,9 @@ def _close(stored: np.ndarray, given: np.ndarray) -> bool:
 
 def _matches(record: dict, problem, params0, t_end: float) -> bool:
     """Whether stored inputs are ``(problem, params0, t_end)``: options and ``t_end`` exactly, arrays within
-    :data:`INPUT_RTOL`."""
+    :data:`INPUT_RTOL`. A record written before problems had ``weight_decay`` has none."""
     given = inputs_record(problem, params0, t_end)
-    stored_problem = dict(record["problem"])
+    stored_problem = {"weight_decay": 0.0, **record["problem"]}
     given_problem = dict(given["problem"])
     arrays = [(np.asarray(stored_problem.pop(k), dtype=np.float64), np.asarray(given_problem.pop(k)))
               for k in ("X", "y")]
