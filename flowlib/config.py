@@ -19,6 +19,8 @@ Schema (every key optional unless said; unknown keys are an error)::
     [init]                             # omitted: the example's parameters
     W = [[0.3, -0.2]]                  # explicit parameters (with b, a), or random ones:
     scheme = "he"                      # "he", "normal", "balanced" (flowlib.random_inits)
+    norm = "gaussian"                  # balanced only: "gaussian" |w_j| random, E|w_j|^2 = scale^2 (default),
+                                       # or "sphere" |(w_j, b_j)| = scale exactly (examples.balanced_init's law)
     m = 2
     count = 10000                      # more than 1: an ensemble (flowlib.ensemble)
     seed = 6
@@ -95,7 +97,7 @@ SCHEMA = {
                 "loss": choice(*LOSSES), "reduction": choice(*REDUCTIONS), "activation": choice(*ACTIVATIONS),
                 "leak": real(0, 1), "bias": FLAG, "train_outer": FLAG, "weight_decay": real(0)},
     "init": {"W": array(2), "b": array(1), "a": array(1), "scheme": choice("he", "normal", "balanced"),
-             "m": integer(1), "count": integer(1), "seed": _SEED, "scale": _POSITIVE,
+             "norm": choice("gaussian", "sphere"), "m": integer(1), "count": integer(1), "seed": _SEED, "scale": _POSITIVE,
              "bias": Kind('a finite real number or "random"', lambda v: is_real(v) or v == "random")},
     "flow": {"t_end": real(0), "log_t_end": real(), "clock": choice("auto", "t", "log"),
              "rtol": Kind("a positive real number (or, with dps, a decimal string)",
@@ -397,7 +399,8 @@ def _inits(spec, problem: Problem, example_params: Params | None, path: Path) ->
                          f"at most {MAX_INIT_NUMBERS}")
     with _naming(path, "init"):
         return random_inits(problem, m, count, scheme=spec.get("scheme", "he"), scale=spec.get("scale", 1.0),
-                            a=spec.get("a"), bias=None if bias == "random" else bias, seed=spec.get("seed", 0))
+                            a=spec.get("a"), bias=None if bias == "random" else bias, seed=spec.get("seed", 0),
+                            norm=spec.get("norm"))
 
 
 def _refuse_single_run_keys(spec: dict, section: str, ensemble: bool, path: Path) -> None:

@@ -196,8 +196,11 @@ def _run_chunks(method, problems, which, inits, settings, size, store, client, w
 
 
 def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", scale: float = 1.0, a=None,
-                 bias: float | None = 0.0, seed=0) -> np.ndarray:
+                 bias: float | None = 0.0, seed=0, norm: str | None = None) -> np.ndarray:
     """``count`` random initialisations of an ``m``-neuron network, packed (shape ``(count, m, d + 2)``).
+
+    This is flowlib's one random initialiser; :func:`flowlib.examples.balanced_init` is a thin wrapper of its
+    ``scheme="balanced", norm="sphere"`` law.
 
     Parameters
     ----------
@@ -205,27 +208,73 @@ def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", sc
     m, count : int
     scheme : {"he", "normal", "balanced"}
         ``"he"``: ``w_j ~ N(0, 2/d I)`` (He et al.; seed 000's Section 6 draws ``N(0, 2)`` with ``d = 1``),
-        ``a_j ~ N(0, 1/m)``. ``"normal"``: ``w_j ~ N(0, scale^2 I)``, ``a_j ~ N(0, scale^2)``. ``"balanced"``:
-        ``w_j ~ scale N(0, I/d)`` and ``a_j = +-|w_j|`` with a random sign (``|a_j| = ||w_j||``, seeds 002/003).
+        ``a_j ~ N(0, 1/m)``, every draw times ``scale``. ``"normal"``: ``w_j ~ N(0, scale^2 I)``,
+        ``a_j ~ N(0, scale^2)``. ``"balanced"``: each neuron balanced, ``a_j^2 = |w_j|^2 + b_j^2`` (the quantity
+        ``a_j^2 - |w_j|^2 - b_j^2`` is conserved by the flow when ``a`` is trained: Wang & Pilanci, Lemma 1;
+        Boursier & Flammarion, Lemma 1), with ``a_j = s_j |(w_j, b_j)|`` and a random sign ``s_j = +-1``; the size
+        of ``(w_j, b_j)`` follows ``norm``.
     scale : float
         Multiplies every draw of ``"he"``; the standard deviation of ``"normal"``; the size of ``"balanced"``.
     a : array_like, optional
-        Fixed outer weights (shape ``(m,)``, finite reals) instead of random ones (seed 000: ``(1, -1)``).
+        Fixed outer weights (shape ``(m,)``, finite reals) instead of random ones (seed 000: ``(1, -1)``); the
+        neurons are then not balanced.
     bias : float or None
-        Value of every bias (default 0, finite); ``None`` draws biases like the weights.
+        Value of every bias (default 0, finite); ``None`` draws biases like the weights. Ignored (the biases are 0)
+        when ``problem.bias`` is false.
     seed : int or numpy.random.Generator
         An integer ``>= 0``, a ``Generator`` (or ``BitGenerator``/``SeedSequence``), or ``None`` (fresh entropy).
+    norm : {"gaussian", "sphere"}, optional
+        The norm law of ``scheme="balanced"`` (and only of it; default ``"gaussian"``):
 
-    The draws are, in this order, ``W`` (shape ``(count, m, d)``), the biases if drawn, then the outer weights if
-    drawn, from ``numpy.random.default_rng(seed)``.
+        * ``"gaussian"``: ``w_j ~ N(0, scale^2 / d I)``, so that ``|w_j|`` is random with ``E |w_j|^2 = scale^2``
+          (drawn biases ``b_j ~ N(0, scale^2 / d)`` too); ``a_j = s_j |(w_j, b_j)|``.
+        * ``"sphere"``: ``|(w_j, b_j)| = scale`` exactly (to rounding), the direction uniform on the sphere:
+          ``(w_j, b_j) = scale g_j / |g_j|`` with ``g_j ~ N(0, I)`` over the weights and the drawn biases (a fixed
+          bias ``c`` is then set, and ``|w_j| = scale``); ``a_j = s_j hypot(scale, c)``, i.e. ``s_j scale`` with
+          drawn or zero biases.
+
+    Returns
+    -------
+    ndarray, shape (count, m, d + 2)
+        Rows ``(w_j, b_j, a_j)`` (:meth:`Params.packed`; ``Params.unpacked(out[r], problem.bias)`` is member ``r``).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument (``norm`` also when given with another scheme).
+
+    Notes
+    -----
+    The draws are, in this order, from ``numpy.random.default_rng(seed)``: ``W`` (``normal``, shape
+    ``(count, m, d)``), the biases if drawn (shape ``(count, m)``), then the outer weights if drawn (``"he"`` and
+    ``"normal"``: ``normal``; ``"balanced"``: the signs, ``choice([-1.0, 1.0], size=(count, m))``). With
+    ``norm="sphere"`` the first draw is ``g = standard_normal((count, m, k))`` instead, ``k = d + 1`` when the
+    biases are drawn and ``d`` otherwise, then the signs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import flowlib as fl
+    >>> prob = fl.Problem([[1.0, 0.0], [0.0, 1.0]], [1.0, -1.0], bias=True, train_outer=True)
+    >>> inits = fl.random_inits(prob, m=3, count=2, scheme="balanced", norm="sphere", scale=0.1, bias=None, seed=0)
+    >>> inits.shape
+    (2, 3, 4)
+    >>> bool(np.allclose(np.linalg.norm(inits[:, :, :3], axis=2), 0.1))
+    True
+    >>> bool(np.allclose(inits[:, :, 3] ** 2, np.sum(inits[:, :, :3] ** 2, axis=2)))
+    True
     """
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a flowlib.Problem, got {type(problem).__name__}")
     m, count = check_budget(m, "m"), check_budget(count, "count")
     if scheme not in ("he", "normal", "balanced"):
         raise ValueError(f"scheme must be 'he', 'normal' or 'balanced', got {scheme!r}")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0 or not math.isfinite(scale):
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    if norm is not None and scheme != "balanced":
+        raise ValueError(f"norm is for scheme='balanced' only, got norm={norm!r} with scheme={scheme!r}")
+    norm = "gaussian" if norm is None else norm
+    if norm not in BALANCED_NORMS:
+        raise ValueError(f"norm must be one of {BALANCED_NORMS}, got {norm!r}")
+    _check_scale(scale)
     bias = _check_bias(bias)
     if a is not None:
         a = as_real_array(a, "a", None)
@@ -233,6 +282,9 @@ def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", sc
             raise ValueError(f"a must have shape ({m},), got {a.shape}")
     rng = np.random.default_rng(_check_seed(seed))
     d = problem.d
+    if scheme == "balanced" and norm == "sphere":
+        return _sphere_balanced(rng, count, m, d, scale, drawn_bias=problem.bias and bias is None,
+                                fixed_bias=bias if problem.bias and bias is not None else 0.0, a=a)
     sd = {"he": scale * math.sqrt(2.0 / d), "normal": scale, "balanced": scale / math.sqrt(d)}[scheme]
     out = np.zeros((count, m, d + 2))
     out[:, :, :d] = rng.normal(0.0, sd, size=(count, m, d))
@@ -246,6 +298,35 @@ def random_inits(problem: Problem, m: int, count: int, *, scheme: str = "he", sc
     else:
         out[:, :, d + 1] = rng.normal(0.0, scale / math.sqrt(m) if scheme == "he" else sd, size=(count, m))
     return out
+
+
+#: Norm laws of ``random_inits(..., scheme="balanced")``.
+BALANCED_NORMS = ("gaussian", "sphere")
+
+
+def _sphere_balanced(rng: np.random.Generator, count: int, m: int, d: int, scale: float, *, drawn_bias: bool,
+                     fixed_bias: float = 0.0, a=None) -> np.ndarray:
+    """The ``norm="sphere"`` law of :func:`random_inits` (its one implementation, also behind
+    :func:`flowlib.examples.balanced_init`): packed ``(count, m, d + 2)``, arguments already checked."""
+    k = d + 1 if drawn_bias else d
+    g = rng.standard_normal((count, m, k))
+    g *= scale / np.linalg.norm(g, axis=2, keepdims=True)
+    out = np.zeros((count, m, d + 2))
+    out[:, :, :k] = g
+    if not drawn_bias:
+        out[:, :, d] = fixed_bias
+    if a is not None:
+        out[:, :, d + 1] = a
+    else:
+        out[:, :, d + 1] = math.hypot(scale, fixed_bias) * rng.choice([-1.0, 1.0], size=(count, m))
+    return out
+
+
+def _check_scale(scale) -> float:
+    """A positive finite real number, or ``ValueError`` naming scale."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0 or not math.isfinite(scale):
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    return float(scale)
 
 
 # ----- argument checks ------------------------------------------------------------------------------------------

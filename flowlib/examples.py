@@ -56,15 +56,47 @@ def orthogonally_separable(n: int, d: int, seed=0, *, min_gap: float = 0.05):
 
 
 def balanced_init(m: int, d: int, scale: float, seed=0, *, bias: bool = False) -> Params:
-    """Small balanced initialisation ``|a_j| = |(w_j, b_j)| = scale`` with Gaussian directions and random signs.
+    """Balanced initialisation with ``|(w_j, b_j)| = |a_j| = scale`` exactly, as :class:`Params`.
 
-    Balancedness ``a_j^2 - |w_j|^2 - b_j^2 = 0`` is conserved by the flow (Wang & Pilanci, Lemma 1).
+    A thin wrapper of :func:`flowlib.random_inits`'s balanced law with ``norm="sphere"`` (documented there):
+    the same numbers as ``random_inits(problem, m, 1, scheme="balanced", norm="sphere", scale=scale,
+    bias=None if bias else 0.0, seed=seed)[0]`` for any problem of dimension ``d`` with this ``bias``, without
+    needing one. Directions uniform on the sphere (``scale g_j / |g_j|``, ``g_j ~ N(0, I_{d+1})`` with ``bias``,
+    ``N(0, I_d)`` without), ``a_j = +-scale`` with random signs: balanced, ``a_j^2 = |w_j|^2 + b_j^2`` (conserved
+    by the flow, Wang & Pilanci, Lemma 1). ``random_inits``'s default ``norm="gaussian"`` draws
+    ``w_j ~ N(0, scale^2 / d I)`` instead (random norms).
+
+    Parameters
+    ----------
+    m, d : int
+        Neurons and input dimension (positive).
+    scale : float
+        ``|(w_j, b_j)| = |a_j|`` (positive).
+    seed : int or numpy.random.Generator
+    bias : bool
+        Draw ``b_j`` with ``w_j`` (on the sphere of ``R^{d+1}``); otherwise ``b = None``.
+
+    Returns
+    -------
+    Params
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flowlib import examples
+    >>> p = examples.balanced_init(m=4, d=3, scale=1e-3, seed=1, bias=True)
+    >>> bool(np.allclose(np.hypot(np.linalg.norm(p.W, axis=1), p.b), 1e-3)), bool(np.all(np.abs(p.a) == 1e-3))
+    (True, True)
     """
-    rng = _rng(seed)
-    u = rng.standard_normal((m, d + (1 if bias else 0)))
-    u *= scale / np.linalg.norm(u, axis=1, keepdims=True)
-    a = scale * rng.choice([-1.0, 1.0], size=m)
-    return Params(W=u[:, :d], b=u[:, d] if bias else None, a=a)
+    from flowlib.ensemble import _check_scale, _check_seed, _sphere_balanced
+    from flowlib.running import check_budget
+
+    m, d = check_budget(m, "m"), check_budget(d, "d")
+    _check_scale(scale)
+    if not isinstance(bias, (bool, np.bool_)):
+        raise ValueError(f"bias must be True or False, got {bias!r}")
+    rows = _sphere_balanced(np.random.default_rng(_check_seed(seed)), 1, m, d, scale, drawn_bias=bool(bias))[0]
+    return Params.unpacked(rows, bool(bias))
 
 
 def random_init(m: int, d: int, seed=0, *, bias: bool = True, scale: float = 1.0) -> Params:
