@@ -141,9 +141,9 @@ class StepParts:
 
     def taylor(self):
         p = self.prob
-        self.series.taylor_coefficients(self.Xa, p.y, self.S, p.loss_code, p.scale, p.bias, p.train_outer, self.K,
-                                        *self.cons, self.C, self.F, self.G, self.A0, self.A1, self.A2, self.R,
-                                        self.Cm, False, 0.0, self.QWA, self.T, self.Xg)
+        self.series.taylor_coefficients(self.Xa, p.y, self.S, p.loss_code, p.scale, p.bias, p.train_outer,
+                                        p.weight_decay, self.K, *self.cons, self.C, self.F, self.G, self.A0, self.A1,
+                                        self.A2, self.R, self.Cm, False, 0.0, self.QWA, self.T, self.Xg)
 
     def screen(self):
         d = self.driver

@@ -417,7 +417,8 @@ def _settings(method, problems, shape, t_end, log_t_end, clock, lr, steps, until
         return {"kernel": kernel, "options": options}
     if lr is not None or steps is not None:
         raise ValueError("lr and steps are for method='gd'; the flow takes t_end (or log_t_end)")
-    clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock)
+    clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock,
+                                          max(p.weight_decay for p in problems))
     rtol = check_rtol(rtol)
     log_clock = clock == "log"
     deadline = math.inf if rule.deadline is None else rule.deadline
@@ -483,9 +484,9 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
     out_P, out_code = np.empty_like(P0), np.empty(count, np.int64)
     if method == "gd":
         out_steps, out_info = np.empty(count, np.int64), np.empty((count, 3))
-        kens.descend_batch(Xa, *args, k["selection"], problem.bias, problem.train_outer, k["lr"], P0, k["steps"],
-                           k["loss_below"], k["deadline_steps"], k["coef"], k["offset"], k["lin_tol"], out_P,
-                           out_code, out_steps, out_info, stop)
+        kens.descend_batch(Xa, *args, k["selection"], problem.bias, problem.train_outer, k["lr"],
+                           problem.weight_decay, P0, k["steps"], k["loss_below"], k["deadline_steps"], k["coef"],
+                           k["offset"], k["lin_tol"], out_P, out_code, out_steps, out_info, stop)
         return _finished({"final": out_P, "loss": out_info[:, 0], "t": out_steps * k["lr"], "steps": out_steps,
                           "events": out_info[:, 1].astype(np.int64), "event_counts": np.zeros((count, 6), np.int64),
                           "status_code": out_code.astype(np.int16), "energy_residual": np.full(count, np.nan),
@@ -495,8 +496,9 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
     nodes, weights = gauss_legendre(k["order"] + 1)
     out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 6))
-    kens.flow_batch(Xa, *args, problem.bias, problem.train_outer, k["order"], k["rtol"], k["caratheodory"],
-                    k["selection"], k["tie"], k["log_clock"], nodes, weights, P0, active0, mode0, k["u_end"],
+    kens.flow_batch(Xa, *args, problem.bias, problem.train_outer, problem.weight_decay, k["order"], k["rtol"],
+                    k["caratheodory"], k["selection"], k["tie"], k["log_clock"], nodes, weights, P0, active0, mode0,
+                    k["u_end"],
                     k["u_deadline"], k["max_steps"], k["max_events"], k["loss_below"], k["coef"], k["offset"],
                     k["lin_tol"], out_P, out_code, out_counts, out_info, stop)
     with np.errstate(over="ignore"):

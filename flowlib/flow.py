@@ -76,9 +76,15 @@ LONG_HORIZON = 1e6
 TIE_POLICIES = {"stay": kevents.TIE_STAY, "leave": kevents.TIE_LEAVE}
 
 
-def resolve_horizon(t_end, log_t_end, clock: str) -> tuple[str, float, float]:
+def resolve_horizon(t_end, log_t_end, clock: str, weight_decay: float = 0.0) -> tuple[str, float, float]:
     """Check the horizon arguments of :func:`gradient_flow`; return the clock (``"t"`` or ``"log"``), ``t_end`` (may
-    be ``inf`` with ``log_t_end``) and the end in the integration variable (``t``, or ``s = ln(1 + t)``)."""
+    be ``inf`` with ``log_t_end``) and the end in the integration variable (``t``, or ``s = ln(1 + t)``).
+
+    The log clock serves the unregularised flow, whose norm grows like ``ln t`` while the loss decays like ``1/t``;
+    with weight decay the flow converges at a finite scale, and ``clock="auto"`` keeps ``t``."""
+    if weight_decay and (clock == "log" or log_t_end is not None):
+        raise ValueError("clock='log' and log_t_end are for flows without weight decay (the regularised flow "
+                         "converges at a finite scale: give t_end with clock='t' or 'auto')")
     if (t_end is None) == (log_t_end is None):
         raise ValueError("give exactly one of t_end and log_t_end")
     if clock not in CLOCKS:
@@ -95,7 +101,7 @@ def resolve_horizon(t_end, log_t_end, clock: str) -> tuple[str, float, float]:
     else:
         t_end = check_time(t_end)
         if clock == "auto":
-            clock = "log" if t_end > LONG_HORIZON else "t"
+            clock = "log" if t_end > LONG_HORIZON and not weight_decay else "t"
         u_end = math.log1p(t_end) if clock == "log" else t_end
     return clock, t_end, u_end
 
@@ -146,6 +152,10 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     minimal-norm element of the backprop set (docs/design.md, Solution concept): crossing, sliding (the state is
     held on the surface with the Filippov multiplier, until the multiplier reaches 0/leak or 1), sticking, or a
     repelling tie. Several events inside one step are all found, in time order.
+
+    With ``problem.weight_decay = lambda > 0`` the flow is that of ``L + lambda/2 |theta_trained|^2``
+    (``theta' = -grad L - lambda theta`` on the trained parameters; reported losses include the penalty), in the
+    ``t`` clock only.
 
     Parameters
     ----------
@@ -233,7 +243,7 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     <Status.SUCCESS: 'success'>
     """
     check_problem_params(problem, params0)
-    clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock)
+    clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock, problem.weight_decay)
     if dps is not None:
         check_dps(dps)
     memory_budget = check_budget(memory_budget, "memory_budget")
@@ -349,7 +359,7 @@ def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selec
     solution concept, clock and quadrature), in its order, from checked options."""
     nodes, weights = gauss_legendre(order + 1)
     return (problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias,
-            problem.train_outer, order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock,
+            problem.train_outer, problem.weight_decay, order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock,
             nodes, weights)
 
 

@@ -311,8 +311,8 @@ class FlowResult(_PackedViews, Summarised):
                                    for state in states], dtype=object)
             return values[0] if scalar else values
         p = self.problem
-        values = driver.loss_along(p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak,
-                                   np.ascontiguousarray(states), log)
+        values = driver.loss_along(p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak, p.bias, p.train_outer,
+                                   p.weight_decay, np.ascontiguousarray(states), log)
         return float(values[0]) if scalar else values
 
     # ----- asymptotics (flowlib.asymptotics) -----------------------------------------------------------------

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .series import LOSS_EXP, LOSS_SQUARE, _stable_sigmoid, loss_terms, preactivations
+from .series import LOSS_EXP, LOSS_SQUARE, _stable_sigmoid, loss_terms, penalty, preactivations
 
 
 @jit
@@ -75,23 +75,6 @@ def iterate_loss(y, loss_kind, c, leak, P, Z, work):
     for i in range(Z.shape[0]):
         total += loss_terms(loss_kind, work[i], y[i])
     return c * total
-
-
-@jit
-def penalty(P, bias, train_outer):
-    """``|theta_trained|^2``: the squares of ``w_j``, of ``b_j`` with ``bias`` and of ``a_j`` with ``train_outer``,
-    summed neuron by neuron (row by row, left to right)."""
-    m, cols = P.shape
-    d = cols - 2
-    total = 0.0
-    for j in range(m):
-        for q in range(d):
-            total += P[j, q] * P[j, q]
-        if bias:
-            total += P[j, d] * P[j, d]
-        if train_outer:
-            total += P[j, d + 1] * P[j, d + 1]
-    return total
 
 
 @jit
@@ -184,13 +167,6 @@ def descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
             P[j, q] -= lr * grad[j, q]
     preactivations(Xa, P, Z)
     return True
-
-
-@jit
-def descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
-    """One full-batch iteration ``P <- P - lr grad L(P)`` without weight decay (:func:`descent_update` with
-    ``weight_decay = 0`` and ``batch = None``); ``G`` has shape ``(n,)``."""
-    return descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 0.0, P, Z, G, grad, None)
 
 
 @jit

@@ -61,7 +61,7 @@ from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import taylor_step
 from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, log_network_loss, loss_from_outputs, \
-    max_abs, network_loss, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
+    max_abs, network_loss, penalty, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
     velocity_inner
 
 
@@ -596,9 +596,10 @@ def _exit_side(phi, slot, order, tau, beta):
 
 
 @jit
-def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy,
-                    log_clock, gl_nodes, gl_weights, P, active, mode, drop, clock, t_end, max_steps, max_events, out_t,
-                    out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult):
+def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection,
+                    tie_policy, log_clock, gl_nodes, gl_weights, P, active, mode, drop, clock, t_end, max_steps,
+                    max_events, out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
+                    ev_mult):
     """Integrate from ``clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
 
     Parameters
@@ -611,6 +612,9 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     c, leak : float
         Reduction factor and negative-side slope.
     bias, train_outer : bool
+    decay : float
+        Weight decay ``lambda >= 0``: the flow of ``L + lambda/2 |theta_trained|^2`` (``out_loss`` includes the
+        penalty). Only with the ``t`` clock.
     order : int
         Taylor order ``K`` (>= 4).
     tol : float
@@ -742,7 +746,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             if code != status.RUNNING:
                 break
         # a square-loss flow whose residuals are rounding has converged to working precision: it coasts to t_end
-        if loss_kind == LOSS_SQUARE and _converged(Xa, y, P, Z0, S, bias, neuron_scale):
+        if loss_kind == LOSS_SQUARE and decay == 0.0 and _converged(Xa, y, P, Z0, S, bias, neuron_scale):
             _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h, out_C, out_loss, out_energy)
             n_steps += 1
             if clock.shape[0] > 1:
@@ -773,7 +777,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         for j in range(m):
             for q in range(w):
                 C[0, j, q] = P[j, q]
-        taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, K, cons_offset, samples, pinv, C, F, G,
+        taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, decay, K, cons_offset, samples, pinv, C, F, G,
                             A0, A1, A2, R, Cm, log_clock, t, QWA, T, Xg)
         lmax = K - 1 if train_outer else 0
         for slot in range(n_slots):
@@ -859,7 +863,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
         stalls = 0
         # the velocity this step follows (not one a forced release above replaced) against the Filippov set
         if clock.shape[0] > 2:
-            clock[2] = max(clock[2], inclusion_residual(Xa, G[0], C, S, mode, drop, leak, bias))
+            clock[2] = max(clock[2], inclusion_residual(Xa, G[0], C, S, mode, drop, leak, bias, decay))
         # 4. earliest root of every free switching polynomial and every exit polynomial
         switching_setup(Xa, C, K, pn, ct_ready)
         preactivations(Xa, C[1], Z1)
@@ -890,6 +894,8 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
             out_energy[n_steps] = velocity_energy_log(C, K, h, t, gl_nodes, gl_weights)
         else:
             out_loss[n_steps] = loss_from_outputs(F[0], y, loss_kind, c)
+            if decay != 0.0:
+                out_loss[n_steps] += 0.5 * decay * penalty(C[0], bias, train_outer)
             out_energy[n_steps] = velocity_energy(C, K, h)
         # a loss of +inf/NaN (ln L = -inf is an exact zero loss) or a non-finite energy ends the run at the
         # step's start: P is still the last finite state and the step is not counted
@@ -937,7 +943,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, ca
     clock[0] = t
     out_t[n_steps] = t
     out_C[n_steps, 0] = P
-    out_loss[n_steps] = loss_at(Xa, y, loss_kind, c, leak, P, Z1, S, log_clock)
+    out_loss[n_steps] = loss_at(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P, Z1, S, log_clock)
     if code == status.SUCCESS and not out_loss[n_steps] < math.inf:
         code = status.NONFINITE
     return code, n_steps, n_ev
@@ -978,9 +984,9 @@ def surface_sides(Xa, P, bias, Z, active, mode):
 
 
 @jit
-def loss_along(Xa, y, loss_kind, c, leak, states, log):
+def loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, states, log):
     """Loss (``ln L`` when ``log``) at each state of ``states`` (shape ``(k, m, d + 2)``), with the pattern read
-    from the state."""
+    from the state; with weight decay ``decay``, the objective ``L + decay/2 |theta_trained|^2``."""
     k = states.shape[0]
     n = Xa.shape[0]
     m = states.shape[1]
@@ -988,17 +994,21 @@ def loss_along(Xa, y, loss_kind, c, leak, states, log):
     Z = np.empty((n, m))
     S = np.empty((n, m))
     for s in range(k):
-        out[s] = loss_at(Xa, y, loss_kind, c, leak, states[s], Z, S, log)
+        out[s] = loss_at(Xa, y, loss_kind, c, leak, bias, train_outer, decay, states[s], Z, S, log)
     return out
 
 
 @jit
-def loss_at(Xa, y, loss_kind, c, leak, P, Z, S, log):
-    """Loss (``ln L`` when ``log``) at the packed state ``P``, with the pattern read from the state (``z_ij > 0``);
-    ``Z`` and ``S`` (shape ``(n, m)``) are scratch."""
+def loss_at(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P, Z, S, log):
+    """Loss (``ln L`` when ``log``) at the packed state ``P``, with the pattern read from the state (``z_ij > 0``),
+    plus ``decay/2 |theta_trained|^2`` (the log clock has no weight decay); ``Z`` and ``S`` (shape ``(n, m)``) are
+    scratch."""
     n, m = Z.shape
     preactivations(Xa, P, Z)
     for i in range(n):
         for j in range(m):
             S[i, j] = 1.0 if Z[i, j] > 0.0 else leak
-    return log_network_loss(Xa, y, P, S, loss_kind, c) if log else network_loss(Xa, y, P, S, loss_kind, c)
+    if log:
+        return log_network_loss(Xa, y, P, S, loss_kind, c)
+    value = network_loss(Xa, y, P, S, loss_kind, c)
+    return value + 0.5 * decay * penalty(P, bias, train_outer) if decay != 0.0 else value

@@ -1,6 +1,6 @@
 """Many trajectories of one problem at once: the flow and gradient descent per member, members side by side.
 
-Each member runs the serial kernels (:func:`.driver.integrate_chunk`, :func:`.descent.descent_step`) on its own
+Each member runs the serial kernels (:func:`.driver.integrate_chunk`, :func:`.descent.descent_update`) on its own
 copy of the state, so a member's numbers do not depend on the thread count, on the batch it was put in, or on the
 machine of a Dask cluster that ran it. The batch kernels run a slice of members one after the other; they release
 the GIL (``nogil``), and the driver runs slices on several threads at once. (Numba's ``prange`` was tried: it
@@ -32,7 +32,7 @@ import math
 import numpy as np
 from . import status
 from ._jit import jit
-from .descent import descent_step, iterate_loss
+from .descent import descent_update, iterate_objective
 from .driver import integrate_chunk, loss_along
 from .series import horner_state, preactivations, velocity_energy, velocity_energy_log
 
@@ -83,12 +83,13 @@ def _first_inside(coef, C, order, h, offset, tol):
 
 
 @jit
-def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, max_steps, loss_below,
-                   deadline_steps, coef, offset, lin_tol, out, stop):
+def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, max_steps,
+                   loss_below, deadline_steps, coef, offset, lin_tol, out, stop):
     """Gradient descent from ``P`` (updated in place) until the stop rule, the deadline or ``max_steps``.
 
-    ``out`` (float64, shape ``(3,)``) receives the loss at the last iterate, the number of activation flips
-    (``z_ij`` changing side between consecutive iterates, as :func:`.descent.descend_chunk` logs them), and the
+    ``out`` (float64, shape ``(3,)``) receives the loss (the objective, with weight decay) at the last iterate, the
+    number of activation flips (``z_ij`` changing side between consecutive iterates, as
+    :func:`.descent.descend_chunk` logs them), and the
     index of the iterate where the loss first went below ``loss_below`` (``nan`` if never).
 
     Returns
@@ -117,7 +118,8 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
     k = 0
     code = status.SUCCESS
     while True:
-        if below_at < 0 and (not use_loss or iterate_loss(y, loss_kind, c, leak, P, Z, work) < loss_below):
+        if below_at < 0 and (not use_loss or iterate_objective(y, loss_kind, c, leak, bias, train_outer,
+                                                               weight_decay, P, Z, work) < loss_below):
             below_at = k
         if below_at >= 0 and (use_loss or use_lin) and \
                 (not use_lin or abs(_functional(coef, P, offset)) <= lin_tol):
@@ -131,7 +133,8 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
         if stop[0] != 0:
             code = STOPPED
             break
-        if not descent_step(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, Z, G, grad):
+        if not descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, Z, G, grad,
+                              None):
             code = status.NONFINITE
             break
         k += 1
@@ -141,15 +144,15 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
                 if up != active[i, j]:
                     active[i, j] = up
                     flips += 1
-    out[0] = iterate_loss(y, loss_kind, c, leak, P, Z, work)
+    out[0] = iterate_objective(y, loss_kind, c, leak, bias, train_outer, weight_decay, P, Z, work)
     out[1] = flips
     out[2] = below_at if below_at >= 0 else math.nan
     return code, k
 
 
 @jit
-def descend_batch(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P0, max_steps, loss_below,
-                  deadline_steps, coef, offset, lin_tol, out_P, out_code, out_steps, out_info, stop):
+def descend_batch(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P0, max_steps,
+                  loss_below, deadline_steps, coef, offset, lin_tol, out_P, out_code, out_steps, out_info, stop):
     """:func:`descend_member` for every member ``r`` of ``P0`` (shape ``(R, m, d + 2)``); the final
     states go to ``out_P``, the codes, iterate indices and ``out`` rows to ``out_code``, ``out_steps`` and
     ``out_info`` (shape ``(R, 3)``). Members not started because ``stop[0]`` was set get :data:`STOPPED`."""
@@ -159,8 +162,8 @@ def descend_batch(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P
             break
         P = P0[r].copy()
         info = np.empty(3)
-        code, k = descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, P, max_steps,
-                                 loss_below, deadline_steps, coef, offset, lin_tol, info, stop)
+        code, k = descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P,
+                                 max_steps, loss_below, deadline_steps, coef, offset, lin_tol, info, stop)
         out_P[r] = P
         out_code[r] = code
         out_steps[r] = k
@@ -199,7 +202,7 @@ def _count_events(ev_kind, ev_t, e, until, counts):
 
 
 @jit
-def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy,
+def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection, tie_policy,
                 log_clock, gl_nodes, gl_weights, P, active, mode, u_end, u_deadline, max_steps, max_events,
                 loss_below, coef, offset, lin_tol, counts, out, stop):
     """The flow from ``P`` (updated in place; ``active`` and ``mode`` as :func:`.driver.integrate_chunk` wants them)
@@ -221,7 +224,7 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
     m, w = P.shape
     drop = np.zeros((n, m), dtype=np.int8)
     clock = np.zeros(3)  # the time, where a converged flow began to coast, the largest inclusion residual
-    first = loss_along(Xa, y, loss_kind, c, leak, P.reshape((1, m, w)).copy(), log_clock)[0]
+    first = loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P.reshape((1, m, w)).copy(), log_clock)[0]
     energy = 0.0
     threshold = math.log(loss_below) if log_clock and loss_below > 0.0 else loss_below
     use_lin = lin_tol >= 0.0
@@ -246,8 +249,8 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
             break
         target = u_deadline if (not below and u_deadline < u_end) else u_end
         kode, k, e = integrate_chunk(
-            Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy, log_clock,
-            gl_nodes, gl_weights, P, active, mode, drop, clock, target, min(_CHUNK_STEPS, max_steps - steps),
+            Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection, tie_policy,
+            log_clock, gl_nodes, gl_weights, P, active, mode, drop, clock, target, min(_CHUNK_STEPS, max_steps - steps),
             min(_CHUNK_EVENTS, max_events - n_events), out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind,
             ev_neuron, ev_sample, ev_side, ev_mult)
         if watching:
@@ -267,7 +270,8 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
         steps += k
         if kode != status.RUNNING and kode != status.EVENT_BUFFER_FULL:
             if kode == status.SUCCESS and target < u_end:  # the deadline
-                last = loss_along(Xa, y, loss_kind, c, leak, P.reshape((1, m, w)).copy(), log_clock)[0]
+                last = loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P.reshape((1, m, w)).copy(),
+                                  log_clock)[0]
                 if last < threshold:
                     below = True
                     continue
@@ -281,7 +285,7 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carath
         if n_events >= max_events:
             code = status.MAX_EVENTS
             break
-    last = loss_along(Xa, y, loss_kind, c, leak, P.reshape((1, m, w)).copy(), log_clock)[0]
+    last = loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P.reshape((1, m, w)).copy(), log_clock)[0]
     if code == status.SUCCESS and watching:
         below = below or last < threshold
         if below and (not use_lin or abs(_functional(coef, P, offset)) <= lin_tol):
@@ -313,7 +317,7 @@ def _chunk_energy(out_energy, q, C, kept, tau, t0, log_clock, gl_nodes, gl_weigh
 
 
 @jit
-def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection, tie_policy,
+def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection, tie_policy,
                log_clock, gl_nodes, gl_weights, P0, active0, mode0, u_end, u_deadline, max_steps, max_events,
                loss_below, coef, offset, lin_tol, out_P, out_code, out_counts, out_info, stop):
     """:func:`flow_member` for every member ``r`` of ``P0`` (shape ``(R, m, d + 2)``, with initial sides
@@ -328,7 +332,7 @@ def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, carathe
         mode = mode0[r].copy()
         counts = np.zeros(N_EVENT_KINDS, dtype=np.int64)
         info = np.empty(6)
-        code = flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, order, tol, caratheodory, selection,
+        code = flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection,
                            tie_policy, log_clock, gl_nodes, gl_weights, P, active, mode, u_end, u_deadline,
                            max_steps, max_events, loss_below, coef, offset, lin_tol, counts, info, stop)
         out_P[r] = P

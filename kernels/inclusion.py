@@ -26,7 +26,7 @@ _EPS = 2.220446049250313e-16
 
 
 @jit
-def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, j, on):
+def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on):
     """``dist(C[1, j, :d + 1], F_j)`` for neuron ``j`` whose surfaces are the samples ``on``, less the rounding
     of the velocity (``INCLUSION_ROUNDINGS`` epsilons of its terms' magnitudes: a neuron whose velocity is rounding,
     such as one dead at the origin, is not measured against that rounding)."""
@@ -54,6 +54,8 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, j, on):
             continue
         for q in range(width):
             v0[q] -= a * S[i, j] * G0[i] * Xa[i, q]
+    for q in range(width):
+        v0[q] -= decay * C[0, j, q]
     for q in range(da):
         v0[q] -= C[1, j, q]
     s = np.empty(len(on))
@@ -68,9 +70,10 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, j, on):
 
 
 @jit
-def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias):
+def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay):
     """``max_j dist(C[1]_j, F_j) / |C[1]|`` at the state ``C[0]`` with residual weights ``G0`` (the absolute
-    distance when ``C[1] = 0``): 0 up to rounding for a velocity in the Filippov set."""
+    distance when ``C[1] = 0``): 0 up to rounding for a velocity in the Filippov set. With weight decay ``decay``
+    the set is shifted by ``-decay (w_j, b_j)``."""
     n = Xa.shape[0]
     m = C.shape[1]
     size = 0.0
@@ -87,5 +90,5 @@ def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias):
                 on[count] = i
                 count += 1
         if count:
-            worst = max(worst, _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, j, on[:count]))
+            worst = max(worst, _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on[:count]))
     return worst / size if size > 0.0 else worst

@@ -282,7 +282,7 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
 
 
 @jit
-def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_offset, cons_sample, cons_pinv,
+def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, decay, order, cons_offset, cons_sample, cons_pinv,
                         C, F, G, A0, A1, A2, R, Cm, log_clock, s0, QWA, T, Xg):
     """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``.
 
@@ -293,7 +293,10 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
       p_j^[k-l]`` (``p_j = (w_j, b_j)``, ``z_ij = <p_j, Xa_i>``);
     * ``R^[k] = S.T @ (G^[k] Xa)``, i.e. ``R_j^[k] = sum_i s_ij G_i^[k] Xa_i``; then
       ``p_j'^[k] = -sum_l a_j^[l] R_j^[k-l]`` and
-      ``a_j'^[k] = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l] = -sum_l <p_j^[k-l], R_j^[l]>``.
+      ``a_j'^[k] = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l] = -sum_l <p_j^[k-l], R_j^[l]>``;
+    * with weight decay ``lambda``, ``-lambda theta^[k]`` is added to each trained parameter's ``theta'^[k]``
+      (after the projection onto held surfaces: ``-lambda p_j`` is tangent to every hyperplane ``z_ij = 0`` that
+      ``p_j`` lies on, so the multipliers do not see it).
 
     The switching functions' coefficients ``z_ij^[k]`` are not needed by the recurrence; the event search
     computes them only where it cannot rule a root out (:func:`.driver.earliest_switching`).
@@ -312,6 +315,8 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
         Reduction factor (``1/n`` for the mean, 1 for the sum).
     bias, train_outer : bool
         Whether ``b`` and ``a`` move.
+    decay : float
+        Weight decay ``lambda >= 0`` (the flow of ``L + lambda/2 |theta_trained|^2``; 0 adds nothing, bit for bit).
     order : int
         Highest order ``K`` computed.
     cons_offset, cons_sample, cons_pinv : ndarray
@@ -416,6 +421,9 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
                     C[k + 1, j, q] -= Cm[k, slot] * Xa[i, q]
                 if bias:
                     C[k + 1, j, d] -= Cm[k, slot]
+            if decay != 0.0:
+                for q in range(da):
+                    C[k + 1, j, q] -= decay * C[k, j, q]
             for q in range(da):
                 C[k + 1, j, q] *= inv
             C[k + 1, j, da] = 0.0
@@ -428,6 +436,8 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, order, cons_o
                 else:
                     for q in range(da):
                         acc += C[0, j, q] * R[0, j, q]
+                if decay != 0.0:
+                    acc += decay * C[k, j, da]
                 C[k + 1, j, da] = -acc * inv
 
 
@@ -450,6 +460,24 @@ def velocity_inner(Xa, y, S, loss_kind, c, P, G, log_clock, s):
                                 math.exp(s) / (1.0 + math.exp(q)))
         else:
             G[i] = -c * y[i] * _stable_sigmoid(-y[i] * f)
+
+
+@jit
+def penalty(P, bias, train_outer):
+    """``|theta_trained|^2``: the squares of ``w_j``, of ``b_j`` with ``bias`` and of ``a_j`` with ``train_outer``,
+    summed neuron by neuron (row by row, left to right); the weight-decay term of the objective is ``lambda/2`` of
+    it."""
+    m, cols = P.shape
+    d = cols - 2
+    total = 0.0
+    for j in range(m):
+        for q in range(d):
+            total += P[j, q] * P[j, q]
+        if bias:
+            total += P[j, d] * P[j, d]
+        if train_outer:
+            total += P[j, d + 1] * P[j, d + 1]
+    return total
 
 
 @jit

@@ -32,7 +32,7 @@ def _one_neuron_on_a_surface(slope):
 @pytest.mark.parametrize("slope", [0.1, 0.55, 1.0])
 def test_a_velocity_in_the_filippov_set_has_zero_residual(slope):
     Xa, G0, C, S, mode, drop, _ = _one_neuron_on_a_surface(slope)
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True) <= 4 * np.finfo(np.float64).eps
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0) <= 4 * np.finfo(np.float64).eps
 
 
 @pytest.mark.parametrize("slope, nearest", [(2.0, 1.0), (-0.5, 0.1)])
@@ -40,7 +40,7 @@ def test_a_velocity_outside_the_set_is_measured(slope, nearest):
     Xa, G0, C, S, mode, drop, a = _one_neuron_on_a_surface(slope)
     distance = abs(slope - nearest) * abs(a * G0[0]) * np.linalg.norm(Xa[0])
     expected = distance / np.linalg.norm(C[1])
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True) == pytest.approx(expected, rel=1e-12)
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0) == pytest.approx(expected, rel=1e-12)
 
 
 def test_runs_that_cross_slide_and_stick_certify_themselves(tmp_path):

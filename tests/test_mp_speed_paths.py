@@ -102,7 +102,7 @@ def _random_case(seed):
     X = rng.standard_normal((n, d))
     y = np.sign(rng.standard_normal(n)) if loss != "square" else rng.standard_normal(n)
     prob = fl.Problem(X, y, loss=loss, reduction="mean", activation="leaky_relu" if leak else "relu", leak=leak,
-                      bias=bias, train_outer=train_outer)
+                      bias=bias, train_outer=train_outer, weight_decay=0.3 if seed % 4 in (1, 2) else 0.0)
     P = np.concatenate([rng.standard_normal((m, d)), rng.standard_normal((m, 1)) * 0.3 * bias,
                         rng.standard_normal((m, 1))], axis=1)
     return prob, P

@@ -221,7 +221,7 @@ class _Integrator:
         hit = self.surfaces_reached()
         if hit:
             self.resolve(hit, {})
-        if data.loss_kind == LOSS_SQUARE and self.converged():
+        if data.loss_kind == LOSS_SQUARE and not data.decay and self.converged():
             return ("step", self.coast(t_end))
         per_neuron, slots, dependent = self.constraints()
         if any(dependent):

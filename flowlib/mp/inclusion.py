@@ -21,6 +21,8 @@ def _neuron_distance(data, G0, C, S, j, on) -> mpf:
     a = C[0][j][da]
     E = [[-a * G0[i] * x for x in data.normals[i]] for i in on]
     v0 = [-x for x in C[1][j][:da]]
+    if data.decay:  # the set shifted by -decay (w_j, b_j) (see the kernel's)
+        v0 = [v - data.decay * p for v, p in zip(v0, C[0][j][:da])]
     members = set(on)
     gross = mpf(0)
     for i in range(data.n):

@@ -38,6 +38,7 @@ class MPData:
     loss_kind: int
     bias: bool
     train_outer: bool
+    decay: mpf = mpf(0)
 
     @classmethod
     def from_problem(cls, problem: Problem) -> "MPData":
@@ -47,7 +48,7 @@ class MPData:
         return cls(Xa=Xa, normals=normals, y=tuple(mpf(float(v)) for v in problem.y),
                    c=mpf(1) / problem.n if problem.reduction == "mean" else mpf(1),
                    leak=mpf(problem.leak), loss_kind=problem.loss_code, bias=problem.bias,
-                   train_outer=problem.train_outer)
+                   train_outer=problem.train_outer, decay=mpf(problem.weight_decay))
 
     @property
     def n(self) -> int:
@@ -71,8 +72,17 @@ def outputs(data: MPData, P, S) -> list:
     return [mp.fsum(P[j][da] * S[i][j] * Z[i][j] for j in range(len(P))) for i in range(data.n)]
 
 
+def penalty(data: MPData, P) -> mpf:
+    """``|theta_trained|^2`` (``w_j``, ``b_j`` with a bias, ``a_j`` when trained), as one exact sum rounded once."""
+    d = data.da - 1
+    trained = [x for row in P for x in (row[:d + 1] if data.bias else row[:d])]
+    if data.train_outer:
+        trained += [row[d + 1] for row in P]
+    return mp.fdot(trained, trained)
+
+
 def loss_value(data: MPData, P, S) -> mpf:
-    """``L = c sum_i l(f_i, y_i)``."""
+    """``L = c sum_i l(f_i, y_i)``, plus ``decay/2 |theta_trained|^2`` with weight decay."""
     total = []
     for f, y in zip(outputs(data, P, S), data.y):
         if data.loss_kind == LOSS_SQUARE:
@@ -81,7 +91,8 @@ def loss_value(data: MPData, P, S) -> mpf:
             total.append(mp.exp(-y * f))
         else:
             total.append(mp.log1p(mp.exp(-y * f)))
-    return data.c * mp.fsum(total)
+    value = data.c * mp.fsum(total)
+    return value + data.decay / 2 * penalty(data, P) if data.decay else value
 
 
 def _sigmoid(u) -> mpf:
@@ -251,6 +262,7 @@ def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
     n, m, da = data.n, len(P), data.da
     prec = mp.prec
     train = data.train_outer
+    decay = data.decay._mpf_
     inputs = _Inputs(data)
     Sr = [[s._mpf_ for s in row] for row in S]
     normals = [[x._mpf_ for x in row] for row in data.normals]
@@ -283,7 +295,12 @@ def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
                 v[da - 1] = fzero
             if held[j]:
                 v = _project_velocity(v, held[j], Cm, prec, ROUND_NEAREST)
+            if decay != fzero:
+                v = [mpf_sub(vq, mpf_mul(decay, cq, prec, ROUND_NEAREST), prec, ROUND_NEAREST)
+                     for vq, cq in zip(v, Ck[j])]
             row = [div_int(vq, k + 1, prec) for vq in v]
+            if train and decay != fzero:
+                outer[j] = mpf_sub(outer[j], mpf_mul(decay, Ck[j][da], prec, ROUND_NEAREST), prec, ROUND_NEAREST)
             row.append(div_int(outer[j], k + 1, prec) if train else fzero)
             nxt.append(row)
         C.append(nxt)
@@ -398,10 +415,15 @@ def _taylor_reference(data: MPData, S, P, order: int, constraints, s0=None) -> S
                 Cm[slot].append(coefs[-1])
             for (_, i, _), coef in zip(constraints[j], coefs):
                 v = [vq - coef * nq for vq, nq in zip(v, normals[i])]
+            if data.decay:
+                v = [vq - data.decay * cq for vq, cq in zip(v, Ck[j])]
             row = [vq / (k + 1) for vq in v]
             if data.train_outer:
-                # a_j' = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l]
-                row.append(-mp.fdot(g_flat, [u for l in range(k + 1) for u in UT[k - l][j]]) / (k + 1))
+                # a_j' = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l] (- decay a_j^[k])
+                outer_v = -mp.fdot(g_flat, [u for l in range(k + 1) for u in UT[k - l][j]])
+                if data.decay:
+                    outer_v -= data.decay * Ck[j][da]
+                row.append(outer_v / (k + 1))
             else:
                 row.append(zero)
             nxt.append(row)
