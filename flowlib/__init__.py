@@ -43,8 +43,9 @@ from flowlib.warmup import warmup  # noqa: E402
 from flowlib.until import Until  # noqa: E402
 from flowlib.ensemble import ensemble, random_inits  # noqa: E402
 from flowlib.ensemble_result import EnsembleResult  # noqa: E402
+from flowlib.predict import predict  # noqa: E402
 
 __all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlipLog", "FlowResult", "Params", "PiecewiseAffine",
            "PiecewiseResult", "Problem", "Status", "Until", "alignment_cosines", "compare", "convergence_study",
-           "ensemble", "gradient_descent", "gradient_flow", "load", "random_inits", "stochastic_gradient_descent",
-           "warmup", "__version__"]
+           "ensemble", "gradient_descent", "gradient_flow", "load", "predict", "random_inits",
+           "stochastic_gradient_descent", "warmup", "__version__"]
