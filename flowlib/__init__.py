@@ -2,6 +2,9 @@
 
 The flow ``theta' = -grad L(theta)`` is integrated cell by cell (fixed activation pattern) with an adaptive Taylor
 method, and every activation event is located to machine precision; see ``docs/design.md`` and the README.
+
+PyTorch models go in and out through :mod:`flowlib.torch` (the ``torch`` extra), which is not imported here:
+``import flowlib.torch``.
 """
 
 __version__ = "0.1.0"
