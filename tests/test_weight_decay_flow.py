@@ -175,3 +175,13 @@ def test_auto_clock_keeps_t_with_decay():
 def test_bad_weight_decay_is_named(value):
     with pytest.raises(ValueError, match="weight_decay"):
         fl.Problem([[1.0]], [1.0], loss="square", bias=False, train_outer=True, weight_decay=value)
+
+
+def test_ensemble_gd_members_equal_single_descents_with_decay():
+    prob, _ = _sliding_problem(True, seed=9)
+    inits = fl.random_inits(prob, 4, 3, scheme="he", seed=4)
+    ens = fl.ensemble(prob, inits, "gd", lr=0.05, steps=300)
+    for r in range(3):
+        single = fl.gradient_descent(prob, fl.Params.unpacked(inits[r], True), 0.05, 300)
+        assert np.array_equal(ens.final[r], single.states[-1])
+        assert ens.loss[r] == single.loss[-1]
