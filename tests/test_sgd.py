@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
+from numpy_reference import numpy_losses, numpy_objective
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -30,26 +31,6 @@ def reference_batches(n, batch_size, replacement, seed, steps):
             perm = rng.permutation(n)
             out.extend(perm[s:s + batch_size] for s in range(0, n, batch_size))
     return out[:steps]
-
-
-def numpy_losses(prob, f, y):
-    if prob.loss == "square":
-        return 0.5 * (f - y) ** 2, f - y
-    if prob.loss == "exp":
-        e = np.exp(-y * f)
-        return e, -y * e
-    return np.log1p(np.exp(-y * f)), -y / (1.0 + np.exp(y * f))
-
-
-def numpy_objective(prob, state):
-    """``L + lambda/2 |theta_trained|^2`` over all samples at a packed state (float64)."""
-    d = prob.d
-    W, b, a = state[:, :d], state[:, d], state[:, d + 1]
-    Z = prob.X @ W.T + b
-    f = np.where(Z > 0, Z, prob.leak * Z) @ a
-    c = 1.0 / prob.n if prob.reduction == "mean" else 1.0
-    trained = np.sum(W ** 2) + (np.sum(b ** 2) if prob.bias else 0.0) + (np.sum(a ** 2) if prob.train_outer else 0.0)
-    return c * np.sum(numpy_losses(prob, f, prob.y)[0]) + 0.5 * prob.weight_decay * trained
 
 
 def numpy_sgd(prob, p0, lr, steps, batch_size, replacement, seed, selection=None):

@@ -11,33 +11,12 @@ import numpy as np
 import pytest
 
 import flowlib as fl
+from numpy_reference import numpy_losses, numpy_objective
 
 
 # --------------------------------------------------------------------------------------------------------------
 # independent references
 # --------------------------------------------------------------------------------------------------------------
-def numpy_losses(prob, f):
-    """Per-sample losses and their derivatives ``dl/df`` (float64)."""
-    y = prob.y
-    if prob.loss == "square":
-        return 0.5 * (f - y) ** 2, f - y
-    if prob.loss == "exp":
-        e = np.exp(-y * f)
-        return e, -y * e
-    return np.log1p(np.exp(-y * f)), -y / (1.0 + np.exp(y * f))
-
-
-def numpy_objective(prob, state):
-    """``L + lambda/2 |theta_trained|^2`` at a packed state ``(w_j, b_j, a_j)`` (float64)."""
-    d = prob.d
-    W, b, a = state[:, :d], state[:, d], state[:, d + 1]
-    Z = prob.X @ W.T + b
-    f = np.where(Z > 0, Z, prob.leak * Z) @ a
-    weight = 1.0 / prob.n if prob.reduction == "mean" else 1.0
-    trained = np.sum(W ** 2) + (np.sum(b ** 2) if prob.bias else 0.0) + (np.sum(a ** 2) if prob.train_outer else 0.0)
-    return weight * np.sum(numpy_losses(prob, f)[0]) + 0.5 * prob.weight_decay * trained
-
-
 def numpy_decay_descent(prob, p0, lr, steps, selection=None):
     """Direct numpy gradient descent with weight decay: the packed states at every iterate."""
     X, leak, lam = prob.X, prob.leak, prob.weight_decay
@@ -50,7 +29,7 @@ def numpy_decay_descent(prob, p0, lr, steps, selection=None):
         Z = X @ W.T + b
         S = np.where(Z > 0, 1.0, np.where(Z < 0, leak, selection))
         H = np.where(Z > 0, Z, leak * Z)
-        D = weight * numpy_losses(prob, H @ a)[1]
+        D = weight * numpy_losses(prob, H @ a, prob.y)[1]
         M = D[:, None] * S * a[None, :]
         gW, gb, ga = M.T @ X + lam * W, M.sum(axis=0) + lam * b, H.T @ D + lam * a
         W = W - lr * gW
