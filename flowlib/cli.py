@@ -56,7 +56,7 @@ def _run(args) -> int:
     if args.list or args.config is None:
         print(pipeline.describe(config.shipped()))
         return 0
-    cfg = config.load(args.config, quick=args.quick, out=args.out)
+    cfg = config.load(args.config, quick=args.quick, out=args.out, table=args.table, save=args.save)
     progress = args.progress
     if progress:
         try:
@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--list", action="store_true",
                      help="list the shipped configurations: name, title and the path of its file")
     run.add_argument("--progress", action="store_true", help="show progress bars (needs tqdm)")
+    run.add_argument("--table", choices=("short", "full"),
+                     help="printed output: a summary with tables cut at 20 rows (short), or every row and one line "
+                          "per ensemble member (full); default: the configuration's output.table, else short")
+    run.add_argument("--save", choices=("compact", "full"),
+                     help="saved single runs: compact (no dense output, at most output.records states) or full; "
+                          "default: the configuration's output.save, else compact")
     run.set_defaults(run=_run)
     sub.add_parser("bench", add_help=False, help="flowlib against SciPy, heyoka.py and tiny-step GD (benchmarks "
                                                  "B0-B7): table, bench.json, bench.png (flowlib bench --help)")

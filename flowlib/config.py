@@ -34,6 +34,18 @@ Schema (every key optional unless said; unknown keys are an error)::
     [output]
     dir = "runs/name"                  # default flowlib-runs/<config name>; --out overrides
     plots = ["loss", "events"]         # default: every plot that applies; one name alone is a list of one
+    table = "short"                    # "short" (default): a summary; a table (GD against the flow's events)
+                                       # stops after 20 rows with "... N more"; an ensemble prints counts per
+                                       # status and quantiles of the final loss. "full": every row, and one
+                                       # line per ensemble member. --table overrides
+    save = "compact"                   # "compact" (default): flow.npz / gd.npz without the dense output (Taylor
+                                       # coefficients) and with at most `records` states (step boundaries or
+                                       # recorded iterates, evenly spaced in index, first and last kept; the
+                                       # events, flips and t_eval states in full; energy summed over the
+                                       # merged steps). "full": everything the run kept. --save overrides.
+                                       # Ensembles save one row per member either way
+    records = 1000                     # compact single runs only, >= 2; default 1000, fewer for a large network
+                                       # so that the states hold at most 2**17 numbers (1 MiB of float64)
 
     [quick]                            # overrides for ``flowlib run --quick``, e.g.
     init = { count = 400 }
@@ -41,6 +53,9 @@ Schema (every key optional unless said; unknown keys are an error)::
 Every value is type-checked (:data:`SCHEMA`), and every key is either used or refused: an ensemble runs in
 float64 and keeps only each member's end state, so ``dps``, ``record_every``, ``max_flips`` and ``dense_output``
 are refused there. Every error is a ``ValueError`` that names the file and the field.
+
+The last line ``flowlib run`` prints says what it wrote and how large, e.g. ``wrote flow.npz (612 kB), gd.npz
+(22 kB), 6 plots (360 kB) and run.json to runs/name/ in 4.1 s``; a compact save says first what it left out.
 """
 
 from __future__ import annotations
@@ -64,6 +79,9 @@ from flowlib.loading import read_arrays
 from flowlib.running import MAX_DPS
 
 PLOTS = ("loss", "events", "directions", "boundary", "gd_vs_flow", "ensemble")
+#: Values of ``output.table`` (the printed output) and ``output.save`` (the saved single-run results).
+TABLES = ("short", "full")
+SAVES = ("compact", "full")
 #: Numbers an initialisation may hold at most (count x m x (d + 2); 8 GiB of float64).
 MAX_INIT_NUMBERS = 2**30
 
@@ -110,7 +128,8 @@ SCHEMA = {
     "until": {"loss_below": _POSITIVE, "linear": array(2), "offset": real(), "tol": real(0), "deadline": real(0)},
     "output": {"dir": PATH, "plots": Kind(f"a list of plot names from {list(PLOTS)} (or one name)",
                                           lambda v: isinstance(v, str) or (isinstance(v, list) and
-                                                                            all(isinstance(p, str) for p in v)))},
+                                                                            all(isinstance(p, str) for p in v))),
+               "table": choice(*TABLES), "save": choice(*SAVES), "records": integer(2)},
 }
 #: Keys an ensemble (``init.count > 1``) cannot honour: it runs in float64 and keeps each member's end state only.
 SINGLE_RUN_ONLY = {"flow": ("dps", "dense_output"), "gd": ("dps", "record_every", "max_flips")}
@@ -130,6 +149,9 @@ class RunConfig:
     until: dict | None
     out: Path
     plots: tuple
+    table: str = "short"
+    save: str = "compact"
+    records: int | None = None  # compact saves: the most states kept (None: flowlib.pipeline's size-aware default)
 
     @property
     def is_ensemble(self) -> bool:
@@ -158,7 +180,7 @@ def find(config) -> Path:
                      f"({', '.join(sorted(known))})")
 
 
-def load(config, *, quick: bool = False, out=None) -> RunConfig:
+def load(config, *, quick: bool = False, out=None, table: str | None = None, save: str | None = None) -> RunConfig:
     """Read and check a configuration (a path or a shipped name); ``quick`` applies its ``[quick]`` overrides.
 
     Every key is checked against :data:`SCHEMA` (its type and range), then the problem and the initialisation are
@@ -172,6 +194,8 @@ def load(config, *, quick: bool = False, out=None) -> RunConfig:
         Apply the ``[quick]`` overrides (an error when the file has none).
     out : str or path, optional
         Output folder, instead of ``output.dir``.
+    table, save : str, optional
+        Instead of ``output.table`` (``"short"`` or ``"full"``) and ``output.save`` (``"compact"`` or ``"full"``).
 
     Raises
     ------
@@ -193,10 +217,12 @@ def load(config, *, quick: bool = False, out=None) -> RunConfig:
     inits = _inits(raw.get("init"), problem, example_params, path)
     ensemble = len(inits) > 1
     output = raw.get("output", {})
+    table, save, records = _output_options(output, table, save, ensemble, path)
     return RunConfig(name=path.stem, title=raw.get("title", path.stem), reference=raw.get("reference", ""),
                      problem=problem, inits=inits, flow=_flow(raw.get("flow"), problem, ensemble, path),
                      gd=_gd(raw.get("gd"), problem, ensemble, path), until=_until(raw.get("until"), inits, path),
-                     out=_target(out, output, path), plots=_plots(output, path))
+                     out=_target(out, output, path), plots=_plots(output, path), table=table, save=save,
+                     records=records)
 
 
 def _read_text(path: Path, label: str) -> str:
@@ -461,6 +487,24 @@ def _plots(output: dict, path: Path) -> tuple:
     if unknown:
         raise ValueError(f"config {path}: output.plots has unknown plots {unknown}; known: {list(PLOTS)}")
     return plots
+
+
+def _output_options(output: dict, table, save, ensemble: bool, path: Path) -> tuple[str, str, int | None]:
+    """``output.table``, ``output.save`` and ``output.records``, with the command line's ``--table`` / ``--save``
+    (``table`` and ``save``, when not None) taking precedence."""
+    for value, flag, choices in ((table, "--table", TABLES), (save, "--save", SAVES)):
+        if value is not None and value not in choices:
+            raise ValueError(f"config {path}: {flag} must be one of {list(choices)}, got {_show(value)}")
+    records = output.get("records")
+    if records is not None and ensemble:
+        raise ValueError(f"config {path}: output.records applies to a single run; an ensemble (init.count > 1) "
+                         "saves one row per member; remove it")
+    if records is not None and output.get("save", "compact") != "compact":
+        raise ValueError(f"config {path}: output.records applies to output.save = 'compact', not "
+                         f"{_show(output['save'])}; remove one of them")
+    table = output.get("table", "short") if table is None else table
+    save = output.get("save", "compact") if save is None else save
+    return table, save, records if save == "compact" else None
 
 
 def _target(out, output: dict, path: Path) -> Path:
