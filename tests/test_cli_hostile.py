@@ -226,7 +226,8 @@ def _plausible(folder) -> dict:
                  "a": st.sampled_from([[1.0], [1.0, -1.0]]), "scheme": st.sampled_from(["he", "normal", "balanced",
                                                                                        "x"]),
                  "m": st.integers(-1, 4), "count": st.integers(0, 5), "seed": st.integers(-1, 9),
-                 "scale": st.sampled_from([1.0, 0.0, 1e-3]), "bias": st.sampled_from([0.0, 0.5, "random", "x"])},
+                 "scale": st.sampled_from([1.0, 0.0, 1e-3]), "bias": st.sampled_from([0.0, 0.5, "random", "x"]),
+                 "norm": st.sampled_from(["gaussian", "sphere", "x"])},
         "flow": {"t_end": st.sampled_from([1.0, -1.0, 0.0]), "log_t_end": st.sampled_from([3.0, 1e9]),
                  "clock": st.sampled_from(["auto", "t", "log", "x"]), "rtol": st.sampled_from([1e-10, 1.0, "1e-20"]),
                  "dps": st.sampled_from([20, 15]), "solution": st.sampled_from(["filippov", "caratheodory"]),
@@ -241,7 +242,9 @@ def _plausible(folder) -> dict:
                   "offset": st.sampled_from([0.0, 1.0]), "tol": st.sampled_from([1e-3, -1.0]),
                   "deadline": st.sampled_from([10.0, -1.0])},
         "output": {"dir": st.sampled_from([str(folder / "out"), str(folder / "afile"), str(folder / "afile" / "x")]),
-                   "plots": st.sampled_from([["loss"], "loss", ["pie"], [], "events"])},
+                   "plots": st.sampled_from([["loss"], "loss", ["pie"], [], "events"]),
+                   "table": st.sampled_from(["short", "full", "x"]), "save": st.sampled_from(["compact", "full", 1]),
+                   "records": st.integers(0, 3)},
     }
 
 
