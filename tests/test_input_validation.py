@@ -113,3 +113,31 @@ def test_inputs_are_not_modified():
     W = P0["W"].copy()
     fl.gradient_flow(problem(), fl.Params(W=W, b=P0["b"], a=P0["a"]), 1.0)
     np.testing.assert_array_equal(W, P0["W"])
+
+
+@pytest.mark.parametrize("missing", ["bias", "train_outer"])
+def test_model_choices_have_no_silent_default(missing):
+    """Leaving ``train_outer`` out used to freeze ``a`` and leaving ``bias`` out trained one from 0: both must be
+    said."""
+    args = dict(X=X, y=Y, loss="logistic", bias=True, train_outer=True)
+    del args[missing]
+    with pytest.raises(ValueError, match=f"^{missing} must be given"):
+        fl.Problem(**args)
+
+
+def test_options_after_the_data_are_keyword_only():
+    with pytest.raises(TypeError):
+        fl.Problem(X, Y, "logistic", bias=True, train_outer=True)
+
+
+@pytest.mark.parametrize("run", [
+    lambda prob, p: fl.gradient_flow(prob, p, t_end=1.0),
+    lambda prob, p: fl.gradient_descent(prob, p, 0.1, 3),
+    lambda prob, p: fl.stochastic_gradient_descent(prob, p, 0.1, 3, batch_size=1),
+])
+def test_a_bias_problem_needs_the_bias_given(run):
+    """``Params(b=None)`` with ``bias=True`` used to start a trained bias from 0 without saying so."""
+    prob = problem(bias=True)
+    with pytest.raises(ValueError, match="^b must be given"):
+        run(prob, fl.Params(W=P0["W"], b=None, a=P0["a"]))
+    run(prob, fl.Params(W=P0["W"], b=np.zeros(2), a=P0["a"]))  # zeros are accepted
