@@ -13,10 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: folders and files searched (relative to the repository root)
 SEARCHED = ("flowlib", "kernels", "validation", "tests", "benchmarks", "docs", "README.md", "BENCHMARKS.md")
-SUFFIXES = {".py", ".md", ".toml", ".json", ".txt", ".csv"}
+SUFFIXES = {".py", ".md", ".toml", ".json", ".txt", ".csv", ".rst", ".css"}
 #: references to material outside the repository
 PATTERNS = re.compile(r"DESIGN\.md|note[s]/|note 0[0]|verified\.md|integrators\.md|aesthetics\.md|share[d]/|issue \d")
-SKIPPED_DIRS = {"__pycache__", ".git", ".pytest_cache", "node_modules"}
+SKIPPED_DIRS = {"__pycache__", ".git", ".pytest_cache", "node_modules", "_build"}
 
 
 def searched_files():
