@@ -350,10 +350,11 @@ class FlowResult(_PackedViews, Summarised):
 
     @property
     def balancedness_drift(self) -> float:
-        """``max_t max_j |Delta_j(t) - Delta_j(0)| / max_t max_j (a_j^2 + |w_j|^2 + b_j^2)``.
+        """``max_t max_j |Delta_j(t) - Delta_j(0) e^(-2 lambda t)| / max_t max_j (a_j^2 + |w_j|^2 + b_j^2)``.
 
         Exactly 0 along the flow when ``a`` is trained (docs/design.md, Statuses and diagnostics), whatever
-        ``sigma'(0)``; NaN when ``a`` is fixed (the quantity is not conserved then) or a state is not finite.
+        ``sigma'(0)``: ``Delta_j`` is conserved, and with weight decay ``lambda`` it decays exactly like
+        ``e^(-2 lambda t)``. NaN when ``a`` is fixed (the quantity is not conserved then) or a state is not finite.
         """
         if not self.problem.train_outer:
             return float("nan")
@@ -362,7 +363,12 @@ class FlowResult(_PackedViews, Summarised):
             norm = np.max(np.sum(self.states**2, axis=2))
             if not _finite(norm):
                 return float("nan")
-            return float(np.max(np.abs(bal - bal[0])) / norm) if norm > 0 else 0.0
+            expected = bal[0]
+            decay = self.problem.weight_decay
+            if decay:  # the t clock (the log clock has no weight decay)
+                exp = math.exp if self.dps is None else _mp_exp()
+                expected = np.array([exp(-2 * decay * t) for t in self.t], dtype=bal.dtype)[:, None] * bal[0]
+            return float(np.max(np.abs(bal - expected)) / norm) if norm > 0 else 0.0
 
     @property
     def energy_residual(self) -> float:
@@ -465,6 +471,13 @@ class FlowResult(_PackedViews, Summarised):
                       event_side=np.array([e.side for e in ev], dtype=np.int64), meta=np.array(json.dumps(meta)))
         np.savez_compressed(path, **arrays)
         return path
+
+
+def _mp_exp():
+    """mpmath's ``exp`` (imported only for results computed at ``dps``)."""
+    from mpmath import mp
+
+    return mp.exp
 
 
 def _finite(value) -> bool:
