@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from numpy_reference import numpy_losses, numpy_objective
+from numpy_reference import numpy_objective, numpy_step
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -35,7 +35,7 @@ def reference_batches(n, batch_size, replacement, seed, steps):
 
 def numpy_sgd(prob, p0, lr, steps, batch_size, replacement, seed, selection=None):
     """Direct numpy SGD: packed states at every iterate and the flips ``(k, j, i, side)`` over all samples."""
-    X, y, leak, n, lam = prob.X, prob.y, prob.leak, prob.n, prob.weight_decay
+    X, y, leak, n = prob.X, prob.y, prob.leak, prob.n
     selection = leak if selection is None else selection
     W, a = p0.W.copy(), p0.a.copy()
     b = np.zeros(len(a)) if p0.b is None else p0.b.copy()
@@ -43,18 +43,7 @@ def numpy_sgd(prob, p0, lr, steps, batch_size, replacement, seed, selection=None
     side = (X @ W.T + b) > 0
     for k, B in enumerate(reference_batches(n, batch_size, replacement, seed, steps), start=1):
         weight = 1.0 / len(B) if prob.reduction == "mean" else n / len(B)
-        Xb = X[B]
-        Z = Xb @ W.T + b
-        S = np.where(Z > 0, 1.0, np.where(Z < 0, leak, selection))
-        H = np.where(Z > 0, Z, leak * Z)
-        D = weight * numpy_losses(prob, H @ a, y[B])[1]
-        M = D[:, None] * S * a[None, :]
-        gW, gb, ga = M.T @ Xb + lam * W, M.sum(axis=0) + lam * b, H.T @ D + lam * a
-        W = W - lr * gW
-        if prob.bias:
-            b = b - lr * gb
-        if prob.train_outer:
-            a = a - lr * ga
+        W, b, a = numpy_step(prob, W, b, a, X[B], y[B], weight, lr, selection)
         states.append(np.column_stack([W, b, a]))
         new = (X @ W.T + b) > 0
         for i, j in zip(*np.nonzero(new != side)):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from numpy_reference import numpy_losses, numpy_objective
+from numpy_reference import numpy_objective, numpy_step
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -19,24 +19,14 @@ from numpy_reference import numpy_losses, numpy_objective
 # --------------------------------------------------------------------------------------------------------------
 def numpy_decay_descent(prob, p0, lr, steps, selection=None):
     """Direct numpy gradient descent with weight decay: the packed states at every iterate."""
-    X, leak, lam = prob.X, prob.leak, prob.weight_decay
+    X = prob.X
     selection = prob.leak if selection is None else selection
     weight = 1.0 / prob.n if prob.reduction == "mean" else 1.0
     W, a = p0.W.copy(), p0.a.copy()
     b = np.zeros(len(a)) if p0.b is None else p0.b.copy()
     states = [np.column_stack([W, b, a])]
     for _ in range(steps):
-        Z = X @ W.T + b
-        S = np.where(Z > 0, 1.0, np.where(Z < 0, leak, selection))
-        H = np.where(Z > 0, Z, leak * Z)
-        D = weight * numpy_losses(prob, H @ a, prob.y)[1]
-        M = D[:, None] * S * a[None, :]
-        gW, gb, ga = M.T @ X + lam * W, M.sum(axis=0) + lam * b, H.T @ D + lam * a
-        W = W - lr * gW
-        if prob.bias:
-            b = b - lr * gb
-        if prob.train_outer:
-            a = a - lr * ga
+        W, b, a = numpy_step(prob, W, b, a, X, prob.y, weight, lr, selection)
         states.append(np.column_stack([W, b, a]))
     return np.array(states)
 
