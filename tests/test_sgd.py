@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from numpy_reference import numpy_objective, numpy_step
+from numpy_reference import mp_descent, numpy_objective, numpy_step
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -50,51 +50,6 @@ def numpy_sgd(prob, p0, lr, steps, batch_size, replacement, seed, selection=None
             flips.append((k, int(j), int(i), 1 if new[i, j] else -1))
         side = new
     return np.array(states), flips
-
-
-def mp_sgd(prob, p0, lr, steps, batch_size, replacement, seed, dps):
-    """Plain mpmath SGD (W, b, a as lists of mpf; ``sigma'(0) = leak``): the packed states at every iterate."""
-    batches = reference_batches(prob.n, batch_size, replacement, seed, steps)
-    with mp.workdps(dps):
-        X = [[mp.mpf(float(v)) for v in row] for row in prob.X]
-        Y = [mp.mpf(float(v)) for v in prob.y]
-        n, d = len(X), len(X[0])
-        alpha, eta, lam = mp.mpf(float(prob.leak)), mp.mpf(float(lr)), mp.mpf(float(prob.weight_decay))
-        W = [[mp.mpf(float(v)) for v in row] for row in p0.W]
-        b = [mp.mpf(float(v)) for v in (p0.b if p0.b is not None else np.zeros(len(p0.a)))]
-        a = [mp.mpf(float(v)) for v in p0.a]
-        m = len(a)
-
-        def act(u):
-            return u if u > 0 else alpha * u
-
-        def dact(u):
-            return mp.mpf(1) if u > 0 else alpha
-
-        def dloss(f, t):
-            if prob.loss == "square":
-                return f - t
-            if prob.loss == "exp":
-                return -t * mp.exp(-t * f)
-            return -t / (1 + mp.exp(t * f))
-
-        states = [[list(W[j]) + [b[j], a[j]] for j in range(m)]]
-        for B in batches:
-            B = [int(i) for i in B]
-            weight = (mp.mpf(1) if prob.reduction == "mean" else mp.mpf(n)) / len(B)
-            Z = {i: [mp.fsum([W[j][q] * X[i][q] for q in range(d)]) + b[j] for j in range(m)] for i in set(B)}
-            D = {i: weight * dloss(mp.fsum([a[j] * act(Z[i][j]) for j in range(m)]), Y[i]) for i in set(B)}
-            gW = [[mp.fsum([D[i] * a[j] * dact(Z[i][j]) * X[i][q] for i in B]) + lam * W[j][q] for q in range(d)]
-                  for j in range(m)]
-            gb = [mp.fsum([D[i] * a[j] * dact(Z[i][j]) for i in B]) + lam * b[j] for j in range(m)]
-            ga = [mp.fsum([D[i] * act(Z[i][j]) for i in B]) + lam * a[j] for j in range(m)]
-            W = [[W[j][q] - eta * gW[j][q] for q in range(d)] for j in range(m)]
-            if prob.bias:
-                b = [b[j] - eta * gb[j] for j in range(m)]
-            if prob.train_outer:
-                a = [a[j] - eta * ga[j] for j in range(m)]
-            states.append([list(W[j]) + [b[j], a[j]] for j in range(m)])
-    return states
 
 
 def sgd_problem(reduction="mean", bias=True, train_outer=True, loss="logistic", lam=0.0, n=5):
@@ -249,7 +204,7 @@ def test_mpmath_30_digits_matches_float64(reduction, replacement):
 def test_mpmath_40_digits_matches_plain_mpmath_loop(reduction, bias, train_outer, replacement, lam):
     prob, p0 = sgd_problem(reduction, bias, train_outer, lam=lam)
     lr, steps, dps = (0.05 if reduction == "mean" else 0.01), 40, 40
-    ref = mp_sgd(prob, p0, lr, steps, 2, replacement, 6, dps)
+    ref, _ = mp_descent(prob, p0, lr, reference_batches(prob.n, 2, replacement, 6, steps), dps)
     sgd = fl.stochastic_gradient_descent(prob, p0, lr, steps, batch_size=2, replacement=replacement, seed=6, dps=dps,
                                          record_every=5)
     assert isinstance(sgd.states[-1, 0, 0], mp.mpf)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from numpy_reference import numpy_objective, numpy_step
+from numpy_reference import mp_descent, numpy_objective, numpy_step
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -29,62 +29,6 @@ def numpy_decay_descent(prob, p0, lr, steps, selection=None):
         W, b, a = numpy_step(prob, W, b, a, X, prob.y, weight, lr, selection)
         states.append(np.column_stack([W, b, a]))
     return np.array(states)
-
-
-def mp_decay_descent(prob, p0, lr, steps, dps):
-    """Plain mpmath gradient descent with weight decay (W, b, a as lists of mpf): states and objective values at
-    every iterate."""
-    with mp.workdps(dps):
-        X = [[mp.mpf(float(v)) for v in row] for row in prob.X]
-        Y = [mp.mpf(float(v)) for v in prob.y]
-        n, d = len(X), len(X[0])
-        weight = 1 / mp.mpf(n) if prob.reduction == "mean" else mp.mpf(1)
-        alpha, eta, lam = mp.mpf(float(prob.leak)), mp.mpf(float(lr)), mp.mpf(float(prob.weight_decay))
-        W = [[mp.mpf(float(v)) for v in row] for row in p0.W]
-        b = [mp.mpf(float(v)) for v in (p0.b if p0.b is not None else np.zeros(len(p0.a)))]
-        a = [mp.mpf(float(v)) for v in p0.a]
-        m = len(a)
-
-        def act(u):
-            return u if u > 0 else alpha * u
-
-        def dact(u):  # sigma'(0) = leak, the default selection
-            return mp.mpf(1) if u > 0 else alpha
-
-        def loss_and_derivative(f, t):
-            if prob.loss == "square":
-                return (f - t) ** 2 / 2, f - t
-            if prob.loss == "exp":
-                e = mp.exp(-t * f)
-                return e, -t * e
-            return mp.log1p(mp.exp(-t * f)), -t / (1 + mp.exp(t * f))
-
-        def evaluate(W, b, a):
-            Z = [[mp.fsum([W[j][q] * X[i][q] for q in range(d)]) + b[j] for j in range(m)] for i in range(n)]
-            F = [mp.fsum([a[j] * act(Z[i][j]) for j in range(m)]) for i in range(n)]
-            pairs = [loss_and_derivative(F[i], Y[i]) for i in range(n)]
-            squares = mp.fsum([w * w for row in W for w in row])
-            squares += mp.fsum([v * v for v in b]) if prob.bias else 0
-            squares += mp.fsum([v * v for v in a]) if prob.train_outer else 0
-            return Z, [weight * p[1] for p in pairs], weight * mp.fsum([p[0] for p in pairs]) + lam * squares / 2
-
-        states, objective = [], []
-        for k in range(steps + 1):
-            Z, D, value = evaluate(W, b, a)
-            states.append([list(W[j]) + [b[j], a[j]] for j in range(m)])
-            objective.append(value)
-            if k == steps:
-                break
-            gW = [[mp.fsum([D[i] * a[j] * dact(Z[i][j]) * X[i][q] for i in range(n)]) + lam * W[j][q]
-                   for q in range(d)] for j in range(m)]
-            gb = [mp.fsum([D[i] * a[j] * dact(Z[i][j]) for i in range(n)]) + lam * b[j] for j in range(m)]
-            ga = [mp.fsum([D[i] * act(Z[i][j]) for i in range(n)]) + lam * a[j] for j in range(m)]
-            W = [[W[j][q] - eta * gW[j][q] for q in range(d)] for j in range(m)]
-            if prob.bias:
-                b = [b[j] - eta * gb[j] for j in range(m)]
-            if prob.train_outer:
-                a = [a[j] - eta * ga[j] for j in range(m)]
-    return states, objective
 
 
 def decay_problem(reduction="mean", train_outer=True, bias=True, loss="logistic", lam=0.05):
@@ -194,7 +138,7 @@ def test_pure_decay_is_geometric():
 def test_mpmath_matches_plain_mpmath_loop(reduction, train_outer, bias):
     prob, p0 = decay_problem(reduction, train_outer, bias, lam=0.05)
     lr, steps, dps = 0.02, 40, 40
-    states, objective = mp_decay_descent(prob, p0, lr, steps, dps)
+    states, objective = mp_descent(prob, p0, lr, [range(prob.n)] * steps, dps)
     gd = fl.gradient_descent(prob, p0, lr, steps, dps=dps, record_every=10)
     assert gd.status == "success" and gd.dps == dps
     with mp.workdps(dps):
