@@ -98,3 +98,8 @@ def mp_descent(prob, p0, lr, batches, dps):
             if prob.train_outer:
                 a = [a[j] - eta * ga[j] for j in range(m)]
     return states, objective
+
+
+def relative(a, b):
+    """``max |a - b| / max |b|`` (float64)."""
+    return float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float))) / np.max(np.abs(np.asarray(b, float))))

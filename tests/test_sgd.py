@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from numpy_reference import mp_descent, numpy_objective, numpy_step
+from numpy_reference import mp_descent, numpy_objective, numpy_step, relative
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -62,10 +62,6 @@ def sgd_problem(reduction="mean", bias=True, train_outer=True, loss="logistic", 
     p0 = fl.Params(W=rng.standard_normal((3, 2)), b=rng.standard_normal(3) if bias else None,
                    a=rng.standard_normal(3))
     return prob, p0
-
-
-def relative(a, b):
-    return float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float))) / np.max(np.abs(np.asarray(b, float))))
 
 
 def flip_tuples(result):

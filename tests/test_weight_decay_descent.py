@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from numpy_reference import mp_descent, numpy_objective, numpy_step
+from numpy_reference import mp_descent, numpy_objective, numpy_step, relative
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -41,10 +41,6 @@ def decay_problem(reduction="mean", train_outer=True, bias=True, loss="logistic"
     p0 = fl.Params(W=rng.standard_normal((3, 2)), b=rng.standard_normal(3) if bias else None,
                    a=rng.standard_normal(3))
     return prob, p0
-
-
-def relative(a, b):
-    return float(np.max(np.abs(np.asarray(a) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
 
 
 # --------------------------------------------------------------------------------------------------------------
