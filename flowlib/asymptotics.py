@@ -33,16 +33,18 @@ def _as_states(states) -> np.ndarray:
     return states
 
 
-def outputs(problem: Problem, states) -> np.ndarray:
-    """Network outputs ``f(x_i)`` at each state: shape ``(k, n)`` (``states`` shape ``(k, m, d + 2)``)."""
+def outputs(problem: Problem, states, inputs: np.ndarray | None = None) -> np.ndarray:
+    """Network outputs ``f(x_i)`` at each state: shape ``(k, n)`` (``states`` shape ``(k, m, d + 2)``), on the
+    problem's samples or on ``inputs`` (float64, shape ``(n, d)``)."""
     states = _as_states(states)
-    Xa = problem.augmented_inputs.astype(states.dtype) if states.dtype == object else problem.augmented_inputs
+    Xa = problem.augmented_inputs if inputs is None else np.hstack([inputs, np.ones((len(inputs), 1))])
+    Xa = Xa.astype(states.dtype) if states.dtype == object else Xa
     d = problem.d
     z = np.einsum("id,kjd->kij", Xa, states[:, :, : d + 1]) if states.dtype != object else \
         np.array([[[np.dot(x, row[: d + 1]) for row in s] for x in Xa] for s in states], dtype=object)
     act = np.where(z > 0, z, problem.leak * z)
     return np.einsum("kij,kj->ki", act, states[:, :, d + 1]) if states.dtype != object else \
-        np.array([[np.dot(act[k, i], states[k, :, d + 1]) for i in range(problem.n)] for k in range(len(states))],
+        np.array([[np.dot(act[k, i], states[k, :, d + 1]) for i in range(len(Xa))] for k in range(len(states))],
                  dtype=object)
 
 

@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from flowlib import asymptotics
 from flowlib.problem import Params, Problem, as_real_array
 
 __all__ = ["predict"]
@@ -82,7 +83,7 @@ def predict(model, X_new, *, t=None, problem: Problem | None = None) -> np.ndarr
         model.check_against(problem)
         if t is not None:
             raise ValueError(f"t applies to a result, not to a Params model, got t={t!r}")
-        return _outputs(model.packed(), _inputs(X_new, problem.d), problem)
+        return asymptotics.outputs(problem, model.packed(), _inputs(X_new, problem.d))[0]
     if not isinstance(model, (FlowResult, DescentResult, EnsembleResult)):
         raise ValueError(f"model must be a FlowResult, DescentResult, EnsembleResult or Params, got "
                          f"{type(model).__name__}")
@@ -97,7 +98,7 @@ def predict(model, X_new, *, t=None, problem: Problem | None = None) -> np.ndarr
     state = _flow_state(model, t) if isinstance(model, FlowResult) else _descent_state(model, t)
     if model.dps is not None:
         return _mp_outputs(state, X, model.problem, model.dps)
-    return _outputs(np.asarray(state, dtype=np.float64), X, model.problem)
+    return asymptotics.outputs(model.problem, np.asarray(state, dtype=np.float64), X)[0]
 
 
 def _inputs(X_new, d: int) -> np.ndarray:
@@ -144,15 +145,6 @@ def _descent_state(res, t) -> np.ndarray:
                          f"{res.options.get('record_every', '?')} iterations, lr = {res.lr!r}; nearest at or before: "
                          f"{earlier[-1]!r}); pass one of res.times")
     return res.states[row]
-
-
-def _outputs(state: np.ndarray, X: np.ndarray, problem: Problem) -> np.ndarray:
-    """float64 outputs of one packed state (rows ``(w_j, b_j, a_j)``)."""
-    d = problem.d
-    z = X @ state[:, :d].T
-    if problem.bias:
-        z = z + state[:, d]
-    return np.maximum(z, problem.leak * z) @ state[:, d + 1]
 
 
 def _ensemble_outputs(ens, X: np.ndarray) -> np.ndarray:
