@@ -57,22 +57,17 @@ from ._jit import jit
 from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
                         MODE_VOID, NOISE_BAND)
 from .inclusion import inclusion_residual
-from .events import EVENT_SLIDE_END, EVENT_TIE, RCOND, STAY_TOL, classify_neuron, dependent_columns
+from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import taylor_step
+from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
+    SIMULTANEOUS, STAY as STAY_TOL
 from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, log_network_loss, loss_from_outputs, \
     max_abs, network_loss, penalty, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
     velocity_inner
 
 
-_EPS = 2.220446049250313e-16
-_SIMULTANEOUS = 64.0 * _EPS
-#: |z_ij| below this times max|(w_j, b_j)| |(x_i, 1)|_1 is rounding: the state sits on the surface
-_ON_SURFACE = 64.0 * _EPS
-#: an exit polynomial this small relative to ``a_j G_i`` is rounding noise (a multiplier sitting on its bound)
-_EXIT_NOISE = 1e-12
-#: relative safety of the Cauchy-Schwarz bound of :func:`switching_radius` against rounding
-_RADIUS_SAFETY = 1.0 + 1e-12
+_EPS = EPS64
 #: neurons per block of the switching screen (one cache line of a row of ``Z0`` and of ``Z1``)
 _SCAN_BLOCK = 8
 
@@ -121,7 +116,7 @@ def switching_radius(pn, order, bound, rad):
         acc = 0.0
         for k in range(order - 1, 0, -1):
             acc = acc * bound + pn[k, j]
-        rad[j] = acc * bound * bound * _RADIUS_SAFETY + 1e-13 * pn[0, j] * bound
+        rad[j] = acc * bound * bound * RADIUS_SAFETY + RADIUS_FLOOR * pn[0, j] * bound
 
 
 @jit
@@ -372,11 +367,11 @@ def _exit_root(Cm, phi, slot, order, beta, bound, span, noise, work, poly, band)
         size_h = max(size_h, abs(poly[k]) * p)
         size_phi = max(size_phi, abs(phi[k, slot]) * p)
         p *= bound
-    if size_h <= _EXIT_NOISE * size_phi:
+    if size_h <= EXIT_NOISE * size_phi:
         return math.inf
     # a multiplier starting on this bound (sticking) leaves it only through a later root, and only if it moves
     # measurably (more than STAY_TOL) within the step
-    on_bound = abs(poly[0]) <= _EXIT_NOISE * abs(phi[0, slot])
+    on_bound = abs(poly[0]) <= EXIT_NOISE * abs(phi[0, slot])
     if on_bound:
         drift = 0.0
         p = bound
@@ -430,7 +425,7 @@ def _leaving_bound(Cm, phi, slot, beta, h, noise):
     ``[leak, 1]`` through it, by more than ``STAY_TOL`` over the step ``h`` (``s' = (Cm' - beta phi') / phi``) and,
     to first order, by more than the exit polynomial's noise band ``noise``."""
     value = Cm[0, slot] - beta * phi[0, slot]
-    if phi[0, slot] == 0.0 or abs(value) > _EXIT_NOISE * abs(phi[0, slot]):
+    if phi[0, slot] == 0.0 or abs(value) > EXIT_NOISE * abs(phi[0, slot]):
         return False
     rate = (Cm[1, slot] - beta * phi[1, slot]) / phi[0, slot]
     if abs(rate) * h <= STAY_TOL:
@@ -523,7 +518,7 @@ def _released_backwards(Xa, C, K, h, bias, active, mode, drop, reheld, neuron_sc
         for j in range(m):
             if drop[i, j] != DROP_RELEASED or mode[i, j] != MODE_FREE or reheld[i, j]:
                 continue
-            tol = _ON_SURFACE * _reach(Xa, i, bias) * neuron_scale[j]
+            tol = ON_SURFACE * _reach(Xa, i, bias) * neuron_scale[j]
             for k in range(1, K + 1):
                 z = 0.0
                 for q in range(da):
@@ -590,7 +585,7 @@ def _exit_side(phi, slot, order, tau, beta):
     for k in range(order + 1):
         size = max(size, abs(phi[k, slot]) * p)
         p *= tau
-    if abs(value) <= 1e-8 * size:
+    if abs(value) <= EXIT_SIDE * size:
         return 0
     return 1 if (beta == 1.0) == (value > 0.0) else -1
 
@@ -687,7 +682,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
     poly_g = np.empty(K + 1)
     xn = np.empty(n)
     for i in range(n):
-        xn[i] = scaled_norm(Xa[i]) * _RADIUS_SAFETY
+        xn[i] = scaled_norm(Xa[i]) * RADIUS_SAFETY
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
     forced = np.zeros((n, m), np.int8)
@@ -728,7 +723,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
             reach_i = 0.0
             for q in range(da):
                 reach_i += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
-            reach_i *= _ON_SURFACE
+            reach_i *= ON_SURFACE
             row_hit = False
             for j in range(m):
                 z = Z0[i, j]
@@ -914,7 +909,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
         n_steps += 1
         t = t_end if final else t + h
         if found:
-            reach = h * (1.0 + _SIMULTANEOUS)
+            reach = h * (1.0 + SIMULTANEOUS)
             reached_switching(Xa, C, Ct, ct_ready, pn, xn, K, Z0, Z1, mode, drop, reach, rad, hit, work, poly_g)
         for i in range(n):
             for j in range(m):

@@ -72,16 +72,14 @@ from ._jit import jit
 from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,  # noqa: F401
                         EVENT_ZENO, LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_SURFACES, NODE_LIMIT,
                         TIE_LEAVE, TIE_STAY)
+from .tolerances import BOX_CONVERGED, BOX_GRADIENT, BOX_MARGIN, HOLD_SLACK, RCOND, STAY as STAY_TOL  # noqa: F401
 
-#: Relative size below which a normal velocity counts as zero (the surface is kept).
-STAY_TOL = 1e-9
-#: Relative singular-value cut-off of the small least-squares solves: hyperplanes of duplicate or antipodal samples
-#: have exactly dependent normals, which LAPACK's default (machine epsilon) may not recognise.
-RCOND = 1e-12
-#: How far (in slope units) the exact multipliers of several held surfaces may lie outside ``[leak, 1]``
-#: (``eps^(3/8)``): a normal velocity within ``STAY_TOL`` of zero on hyperplanes with nearly dependent normals can
-#: stand for a multiplier split far outside the box, and such a configuration is not held (:func:`_holds_exactly`).
-HOLD_SLACK = 1.3e-6
+# The thresholds (:mod:`.tolerances`): a normal velocity below ``STAY_TOL`` (relative) counts as zero; ``RCOND`` is
+# the singular-value cut-off of the small least-squares solves (hyperplanes of duplicate or antipodal samples have
+# exactly dependent normals, which LAPACK's default, machine epsilon, may not recognise); ``HOLD_SLACK`` is how far
+# (in slope units) the exact multipliers of several held surfaces may lie outside ``[leak, 1]``: a normal velocity
+# within ``STAY_TOL`` of zero on hyperplanes with nearly dependent normals can stand for a multiplier split far
+# outside the box, and such a configuration is not held (:func:`_holds_exactly`).
 
 
 @jit
@@ -114,7 +112,7 @@ def box_least_squares(E, v0, lo, hi, s):
     for k in range(q):
         column[k] = np.sqrt(H[k, k])
         size += column[k] * max(abs(lo), abs(hi))
-    tol = 1e-14 * size * column
+    tol = BOX_GRADIENT * size * column
     for k in range(q):
         s[k] = lo
     free = np.zeros(q, np.bool_)
@@ -191,9 +189,9 @@ def _coordinate_descent(E, v0, H, g0, lo, hi, s):
             new = min(hi, max(lo, s[k] - grad / H[k, k]))
             change = max(change, abs(new - s[k]))
             s[k] = new
-        if change <= 1e-15 * (hi - lo):
+        if change <= BOX_CONVERGED * (hi - lo):
             break
-    margin = 1e-9 * (hi - lo)
+    margin = BOX_MARGIN * (hi - lo)
     idx = np.flatnonzero((s > lo + margin) & (s < hi - margin))
     if len(idx) == 0:
         return status.RUNNING

@@ -21,8 +21,7 @@ import numpy as np
 from ._jit import jit
 from .constants import DROP_NONE, INCLUSION_ROUNDINGS, MODE_HELD, MODE_VOID
 from .events import box_least_squares
-
-_EPS = 2.220446049250313e-16
+from .tolerances import EPS64 as _EPS
 
 
 @jit

@@ -38,20 +38,18 @@ from . import status
 from ._jit import jit
 from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE, EVENT_ZENO,
                         TIE_LEAVE)
-from .events import RCOND, STAY_TOL
 from .roots import STACK, earliest_root, excluded
 from .stepping import taylor_step
+from .tolerances import ON_SURFACE as _ON_SURFACE, RCOND, SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP, ZENO_TIME
 
-_EPS = 2.220446049250313e-16
 #: longest cycle of events (instants) the Zeno detector recognises
 ZENO_MAX_CYCLE = 16
 #: event instants kept for the Zeno detector: enough for ``3 p + 1`` instants of the longest cycle
 ZENO_MEMORY = 3 * ZENO_MAX_CYCLE + 1
 #: relative rounding level of an extrapolated accumulation time (times ``max(1, (1 - r)^-2)``)
-ZENO_TIME_TOL = 32.0 * _EPS
+ZENO_TIME_TOL = ZENO_TIME
 #: largest time ratio per cycle taken for a geometric accumulation
 ZENO_MAX_RATIO = 0.99
-_ON_SURFACE = 64.0 * _EPS
 #: a step never lets a Taylor term ``|x^[p]| h^p`` exceed this times ``max(1, |x|)``, nor ``1e307`` (a polynomial
 #: solution has ``h = inf`` from the step-size rule; its root searches scale the coefficients by ``h^p``)
 _HUGE = 1e300
@@ -369,7 +367,7 @@ def _zeno_snap(normals, offsets, x, sigma, held, snapped, amplitude):
         held[k] = False
         g = np.dot(normals[k], x) + offsets[k]
         sigma[k] = 1.0 if g > 0.0 else -1.0
-        snapped[k] = abs(g) <= 1e-6 * np.sum(np.abs(normals[k])) * amplitude
+        snapped[k] = abs(g) <= ZENO_SNAP * np.sum(np.abs(normals[k])) * amplitude
         if snapped[k]:
             n_snap += 1
     if n_snap == 0:
@@ -540,7 +538,7 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
                 drop[k] = 0
             continue
         # events at the end of the step: switching surfaces reached and equivalent controls leaving [-1, 1]
-        reach = h * (1.0 + 64.0 * _EPS)
+        reach = h * (1.0 + SIMULTANEOUS)
         for k in range(K):
             surface[k] = held[k] or (not excluded(G[k], order, reach, drop[k])
                                      and earliest_root(G[k], order, reach, drop[k], work) <= reach)

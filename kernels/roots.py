@@ -14,8 +14,8 @@ candidate interval is examined:
 import math
 
 from ._jit import jit
+from .tolerances import EPS64 as _EPS, LINEAR_CLEAR
 
-_EPS = 2.220446049250313e-16
 STACK = 128
 
 
@@ -78,7 +78,7 @@ def linear_clear(g0, g1, rest, bound):
     if g0 == 0.0:
         return False
     end = g0 + g1 * bound
-    slack = rest + 1e-14 * (abs(g0) + abs(g1) * bound)
+    slack = rest + LINEAR_CLEAR * (abs(g0) + abs(g1) * bound)
     if g0 > 0.0:
         return g0 > slack and end > slack
     return g0 < -slack and end < -slack

@@ -4,8 +4,8 @@ The classification of :mod:`flowlib.kernels.events` (read its module docstring f
 minimal-norm velocity of a neuron on the surfaces it sits on, and for several surfaces at once the consistent
 configuration (each surface left up, left down, or held) of smallest ``|v|`` (largest with ``tie="leave"``),
 found by the same search over the repelling surfaces (enumeration up to ``MAX_ENUMERATED``, branch and bound or
-ascent beyond; same function names); the Carathéodory selection. Tolerances scale with the working precision
-(:func:`stay_tol` is ``1e-9`` in float64 and ``eps^(9/16)`` here). Call inside ``mp.workdps(...)``.
+ascent beyond; same function names); the Carathéodory selection. Tolerances are those of the one table
+(:mod:`flowlib.kernels.tolerances`) at the working precision. Call inside ``mp.workdps(...)``.
 """
 
 from __future__ import annotations
@@ -19,19 +19,20 @@ from flowlib.kernels.constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE
                                        LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_SURFACES,
                                        NODE_LIMIT)
 from flowlib.mp import linalg
+from flowlib.mp.tolerances import tolerance
 
 DOWN, UP, HOLD = 0, 1, 2
 
 
 def stay_tol() -> mpf:
-    """Relative size below which a normal velocity counts as zero: ``eps^(9/16)``."""
-    return mp.eps ** (mpf(9) / 16)
+    """Relative size below which a normal velocity counts as zero (the table's ``stay``)."""
+    return tolerance("stay")
 
 
 def hold_slack() -> mpf:
-    """How far exact multipliers of several held surfaces may lie outside ``[leak, 1]``: ``eps^(3/8)`` (the
-    kernel's ``HOLD_SLACK``)."""
-    return mp.eps ** (mpf(3) / 8)
+    """How far exact multipliers of several held surfaces may lie outside ``[leak, 1]`` (the table's
+    ``hold_slack``)."""
+    return tolerance("hold_slack")
 
 
 def dependent_columns(columns) -> list:

@@ -1,17 +1,19 @@
 """Small dense linear algebra over mpmath numbers: vectors are lists of mpf, a matrix is a list of its columns.
 
-Call inside ``mp.workdps(...)``. ``rcond`` cut-offs are relative to the largest singular value; callers pass one
-tied to the working precision (the float64 kernels use ``1e-12``; see :func:`rcond`).
+Call inside ``mp.workdps(...)``. ``rcond`` cut-offs are relative to the largest singular value; callers pass the
+one of the tolerance table at the working precision (:func:`rcond`).
 """
 
 from __future__ import annotations
 
 from mpmath import matrix, mp, mpf
 
+from flowlib.mp.tolerances import tolerance
+
 
 def rcond() -> mpf:
-    """Singular-value cut-off at the working precision: ``eps^(3/4)`` (``1e-12`` in float64)."""
-    return mp.eps ** (mpf(3) / 4)
+    """Singular-value cut-off at the working precision (the table's ``rcond``)."""
+    return tolerance("rcond")
 
 
 def dot(u, v) -> mpf:
@@ -74,7 +76,7 @@ def box_least_squares(columns, v0, lo, hi) -> list:
     # gradient components are zero to rounding relative to their own column (see the kernel's)
     lengths = [mp.sqrt(H[k][k]) for k in range(q)]
     size = norm(v0) + span * mp.fsum(lengths)
-    tol = [mp.eps ** (mpf(7) / 8) * size * length for length in lengths]
+    tol = [tolerance("box_gradient") * size * length for length in lengths]
     s = [mpf(lo)] * q
     free = [False] * q
     at_minimum = True  # release only at the minimum over the free set (see the kernel's)
@@ -141,9 +143,9 @@ def _coordinate_descent(columns, v0, H, g0, lo, hi, s):
             new = min(hi, max(lo, s[k] - grad / H[k][k]))
             change = max(change, abs(new - s[k]))
             s[k] = new
-        if change <= mp.eps * (hi - lo):
+        if change <= tolerance("box_converged") * (hi - lo):
             break
-    margin = mp.eps ** (mpf(9) / 16) * (hi - lo)
+    margin = tolerance("box_margin") * (hi - lo)
     idx = [k for k in range(q) if lo + margin < s[k] < hi - margin]
     if not idx:
         return s
