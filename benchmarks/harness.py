@@ -1,6 +1,6 @@
-"""Shared by the B0-B7 pytest-benchmark suites: one method of one :mod:`flowlib.bench` case under pytest-benchmark.
+"""Shared by the B0-B7 pytest-benchmark suites: one method of one :mod:`benchmarks.bench` case under pytest-benchmark.
 
-The suites run the quick sizes and budgets of ``python -m flowlib.bench --quick`` (3e4 RHS evaluations or 10 s per
+The suites run the quick sizes and budgets of ``python -m benchmarks --quick`` (3e4 RHS evaluations or 10 s per
 peer run), time the method with ``benchmark.pedantic`` (flowlib and peers expected to succeed: 5 rounds after one
 warm-up round; peers expected to fail: one round, since each runs into its budget), record errors, labels and
 costs in ``extra_info``, and return the assessment for the test to assert on. Timings are never asserted.
@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import pytest
 
-from flowlib import bench
+from benchmarks import bench
 
 #: quick budgets; heyoka runs when installed
 CFG = bench.settings(quick=True)
@@ -33,7 +33,7 @@ def run(benchmark, case_id: str, method: str, expect_success: bool = True) -> di
     Returns
     -------
     dict
-        ``label``, ``state_error``, ``event_time_error``, ``events_match`` (:func:`flowlib.bench.assess`) plus the
+        ``label``, ``state_error``, ``event_time_error``, ``events_match`` (:func:`benchmarks.bench.assess`) plus the
         outcome's ``status``, ``t_reached``, ``n_events``, ``nfev``, ``extra`` and the ``compile_s`` of the peer.
     """
     if method.startswith("heyoka"):

@@ -19,9 +19,10 @@ import timeit
 import numpy as np
 
 import flowlib as fl
-from flowlib import bench, examples, flow
+from benchmarks import bench
+from benchmarks.peers import heyoka_peer
+from flowlib import examples, flow
 from flowlib.kernels import driver
-from flowlib.peers import heyoka_peer
 from flowlib.running import order_for
 
 RTOL = flow.DEFAULT_RTOL

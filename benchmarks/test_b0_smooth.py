@@ -6,8 +6,8 @@ the suite records the cost of each (timings are recorded, never asserted).
 
 import pytest
 
+from benchmarks import bench
 from benchmarks.harness import check, run
-from flowlib import bench
 
 METHODS = [bench.FLOWLIB, bench.SCIPY_RESTART, bench.SCIPY_NAIVE, bench.HEYOKA_NAIVE, bench.HEYOKA_EVENTS]
 

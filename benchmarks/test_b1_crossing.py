@@ -8,8 +8,8 @@ naive RHS walks through them; SciPy's naive RHS runs out of its budget on the 85
 
 import pytest
 
+from benchmarks import bench
 from benchmarks.harness import check, run
-from flowlib import bench
 
 CASES = ["B1-one", "B1-two", "B1-os", "B1-wide"]
 EXPECTED = {bench.SCIPY_RESTART: "OK", bench.SCIPY_NAIVE: "OK", bench.HEYOKA_NAIVE: "SILENT-WRONG",

@@ -7,8 +7,8 @@ chatter (SciPy: livelock at the entry, or a stall of the naive RHS) or cross int
 
 import pytest
 
+from benchmarks import bench
 from benchmarks.harness import check, run
-from flowlib import bench
 
 V10 = "B2-v10-m40"
 #: measured labels; a plain restart loop goes on in the wrong mode after 3 events at t* (SILENT-WRONG),

@@ -7,8 +7,8 @@ at t_acc, its naive RHS stalls (or aborts) there, heyoka escapes (67 switches, t
 
 import pytest
 
+from benchmarks import bench
 from benchmarks.harness import check, run
-from flowlib import bench
 
 #: the naive RHS stalls at t_acc on the quick budget; with the full one DOP853 gives up there ("required step
 #: size is less than spacing between numbers": ABORT)

@@ -8,8 +8,8 @@ neuron's pre-activation is not exactly 0 in double and heyoka is right, unlike a
 
 import pytest
 
+from benchmarks import bench
 from benchmarks.harness import check, run
-from flowlib import bench
 
 EXPECTED = {
     ("B4-e4-m5", bench.SCIPY_RESTART): {"OK"},

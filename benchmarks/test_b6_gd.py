@@ -9,8 +9,8 @@ has to reach 1e-6: the step search is slow (tens of seconds) and marked ``slow``
 import numpy as np
 import pytest
 
+from benchmarks import bench
 from benchmarks.harness import CFG, case, check, run
-from flowlib import bench
 
 #: E1, measured independently: max-norm distance at t = 10 and sign flips, lr = 1e-1 ... 1e-4
 NOTES_E1 = {1e-1: (2.2e-2, 11), 1e-2: (1.4e-3, 103), 1e-3: (2.1e-4, 1023), 1e-4: (3.9e-5, 10211)}

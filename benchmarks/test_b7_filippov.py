@@ -8,8 +8,8 @@ mpmath solution).
 
 import pytest
 
+from benchmarks import bench
 from benchmarks.harness import check, run
-from flowlib import bench
 
 EXPECTED = {
     ("B7-osc", bench.SCIPY_RESTART): {"OK"},

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import flowlib as fl
+from benchmarks import bench
 from benchmarks.overhead import kernel_runner
-from flowlib import bench, examples
+from flowlib import examples
 
 
 @pytest.mark.parametrize("make, t_end", [(bench.e1_problem, 1.5), (examples.two_crossings, 2.0),

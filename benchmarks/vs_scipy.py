@@ -1,6 +1,6 @@
 """flowlib against SciPy ``solve_ivp(DOP853)`` with terminal events and restarts, on a transversal problem.
 
-Both are measured against an independent mpmath reference at 40 digits (``flowlib/peers/reference.py``): the final state
+Both are measured against an independent mpmath reference at 40 digits (``tests/oracles/reference.py``): the final state
 and every event time. Run ``python -m benchmarks.vs_scipy`` for the table quoted in the README; the
 pytest-benchmark suite ``benchmarks/test_vs_scipy.py`` records the same numbers in its JSON.
 """
@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 import flowlib as fl
-from flowlib.peers.scipy_peer import scipy_flow
+from benchmarks.peers.scipy_peer import scipy_flow
 from flowlib import examples
 
 T_END = 10.0
@@ -23,8 +23,8 @@ T_END = 10.0
 
 def transversal_case():
     """Orthogonally separable data (n = 8, d = 3), logistic loss (sum), m = 6, balanced init at scale 1e-2 (the
-    stored reference's exact inputs, :func:`flowlib.peers.stored.pinned`)."""
-    from flowlib.peers import stored
+    stored reference's exact inputs, :func:`benchmarks.peers.stored.pinned`)."""
+    from benchmarks.peers import stored
 
     return stored.pinned("b1-os", *examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11), T_END)
 
@@ -37,9 +37,9 @@ def _peer_kwargs(prob):
 @lru_cache(maxsize=None)
 def reference():
     """mpmath (40 digits) final state and event times of :func:`transversal_case` at ``T_END``: the independent
-    oracle's answer, stored as ``flowlib/peers/data/b1-os.json`` (the same problem as ``flowlib.bench``'s B1-os;
-    recomputed, about 9 s, if the inputs ever change)."""
-    from flowlib.peers import stored
+    oracle's answer, stored as ``benchmarks/peers/data/b1-os.json`` (the same problem as :mod:`benchmarks.bench`'s
+    B1-os; recomputed, about 9 s, if the inputs ever change)."""
+    from benchmarks.peers import stored
 
     prob, p0 = transversal_case()
     ref = stored.get("b1-os", prob, p0, T_END, "oracle")

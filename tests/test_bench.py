@@ -1,4 +1,4 @@
-"""``python -m flowlib.bench``: a quick run on a cheap subset writes the table, ``bench.json`` and ``bench.png``."""
+"""``python -m benchmarks``: a quick run on a cheap subset writes the table, ``bench.json`` and ``bench.png``."""
 
 import json
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import flowlib as fl
-from flowlib import bench
-from flowlib.peers import heyoka_peer
+from benchmarks import bench
+from benchmarks.peers import heyoka_peer
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_json_records_machine_versions_and_acceptance(quick_run):
     assert payload["settings"]["quick"] is True and payload["settings"]["max_nfev"] == 30_000
     assert payload["compile"]["flowlib_warmup_s"] >= 0
     assert "transversal_vs_scipy" in payload["acceptance"] and "nonsmooth_labels" in payload["acceptance"]
-    assert payload["command"].startswith("python -m flowlib.bench --quick")
+    assert payload["command"].startswith("python -m benchmarks --quick")
 
 
 def test_png_written(quick_run):
@@ -72,7 +72,7 @@ def test_case_selection_and_labels():
 def test_b1_oracle_references_are_stored(name, make, crossings):
     """B1's 40-digit oracle answers are on file for exactly these problems (recomputing takes 10 s, 93 s and
     23 min)."""
-    from flowlib.peers import stored
+    from benchmarks.peers import stored
 
     prob, p0 = make()
     ref = stored.load(name, prob, p0, 10.0)
@@ -106,7 +106,7 @@ def test_heyoka_missing_message(monkeypatch):
 def test_stored_references_match_inputs_within_rounding_not_bits():
     """A stored reference is found for inputs that differ from the stored ones in the last bits (as generated data
     do across CPUs and BLAS builds), hands back the exact stored inputs, and is refused for a different problem."""
-    from flowlib.peers import stored
+    from benchmarks.peers import stored
 
     prob, p0 = bench.os_transversal()
     ref = stored.load("b1-os", prob, p0, 10.0)
@@ -126,3 +126,30 @@ def test_stored_references_match_inputs_within_rounding_not_bits():
     assert stored.load("b1-os", other_loss, p0, 10.0) is None
     assert stored.load("b1-os", prob, p0, 11.0) is None
     assert stored.pinned("b1-os", moved, p0, 10.0)[0] is moved
+
+
+def test_flowlib_bench_delegates_to_the_harness(monkeypatch, capsys):
+    """``flowlib bench`` runs :func:`benchmarks.bench.main` from the checkout flowlib is imported from."""
+    import sys
+
+    from flowlib import cli
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "--help"])
+    assert exc.value.code == 0
+    assert "python -m benchmarks" in capsys.readouterr().out
+
+
+def test_flowlib_bench_outside_a_checkout(monkeypatch, capsys):
+    """Without the repository's ``benchmarks`` package (an installed wheel), ``flowlib bench`` says where the
+    benchmarks are and exits 2."""
+    import sys
+
+    from flowlib import cli
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setitem(sys.modules, "benchmarks", None)
+    assert cli.main(["bench", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "benchmarks/" in err and "python -m benchmarks" in err and err.count("\n") == 1

@@ -1,6 +1,6 @@
 """Gradient descent against the flow: first-order convergence, event alignment, chatter while sliding.
 
-References: the sliding benchmark E1 (``flowlib.peers.exact.e1_exact``; closed-form Filippov sliding; an
+References: the sliding benchmark E1 (``tests.oracles.exact.e1_exact``; closed-form Filippov sliding; an
 independently measured GD table at lr = 1e-1 ... 1e-4:
 distance 2.2e-2 / 1.4e-3 / 2.1e-4 / 3.9e-5, flips 11 / 103 / 1023 / 10211, chatter amplitude ~ 0.49 lr), the flow
 itself (dense output, checked against closed forms and mpmath in test_nonsmooth.py and test_vs_reference.py),
@@ -17,7 +17,7 @@ import flowlib as fl
 from flowlib import examples
 
 E1_LRS = [1e-1, 1e-2, 1e-3, 1e-4]
-E1_W10 = 1.135221419392515543744844340588247302794  # E1's mpmath closed form (flowlib.peers.exact)
+E1_W10 = 1.135221419392515543744844340588247302794  # E1's mpmath closed form (tests.oracles.exact)
 E1_T_STAR = 1.559263981605408919623452179917107486904
 
 

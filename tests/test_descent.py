@@ -132,7 +132,7 @@ def leaky_problem(loss="logistic"):
 
 
 def e1_problem():
-    """E1 (``flowlib.peers.exact.e1_exact``): L = 1/4 sum (relu(<w, x_k>) - y_k)^2 (square, mean over n = 2)."""
+    """E1 (``tests.oracles.exact.e1_exact``): L = 1/4 sum (relu(<w, x_k>) - y_k)^2 (square, mean over n = 2)."""
     prob = fl.Problem(X=[[1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], y=[-1.0, 1.0], loss="square", reduction="mean",
                       bias=False, train_outer=False)
     return prob, fl.Params(W=[[1.0, 0.5]], b=None, a=[1.0])

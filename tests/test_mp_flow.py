@@ -1,7 +1,7 @@
 """The arbitrary-precision flow (``gradient_flow(..., dps=N)``, :mod:`flowlib.mp`).
 
 References: the seed-000 closed form (Smorodinsky et al.; ``tests/test_nonsmooth.py``) through
-both kink events, the E1 sliding closed form (``flowlib.peers.exact.e1_exact``), and the float64 engine.
+both kink events, the E1 sliding closed form (``tests.oracles.exact.e1_exact``), and the float64 engine.
 """
 
 import mpmath as mp

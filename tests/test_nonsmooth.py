@@ -2,7 +2,7 @@
 degenerate geometry.
 
 References (docs/design.md, Reference values derived for the checks): the closed form of the two-neuron network
-of Smorodinsky et al. (validation seed 000), the sliding benchmark E1 (``flowlib.peers.exact.e1_exact``), E4 (the
+of Smorodinsky et al. (validation seed 000), the sliding benchmark E1 (``tests.oracles.exact.e1_exact``), E4 (the
 three-point data of Boursier & Flammarion, App. B.1) and V12 (a non-separable two-point example in the setting of
 Wang & Pilanci).
 """
@@ -15,7 +15,7 @@ import pytest
 
 import flowlib as fl
 from flowlib import examples
-from flowlib.peers.exact import seed000_exact  # the decoupled closed form (u = w + b, v = w - b)
+from tests.oracles.exact import seed000_exact  # the decoupled closed form (u = w + b, v = w - b)
 
 DPS = 40
 
@@ -50,7 +50,7 @@ def test_seed000_closed_form_through_the_kinks(theta0):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# E1: sliding with a closed form (flowlib.peers.exact.e1_exact)
+# E1: sliding with a closed form (tests.oracles.exact.e1_exact)
 # --------------------------------------------------------------------------------------------------------------
 def e1_problem():
     c, s = 0.5, math.sqrt(3.0) / 2.0

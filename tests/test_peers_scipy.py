@@ -1,4 +1,4 @@
-"""Self-checks of the SciPy peers in :mod:`flowlib.peers.scipy_peer` against closed forms."""
+"""Self-checks of the SciPy peers in :mod:`benchmarks.peers.scipy_peer` against closed forms."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
-from flowlib.peers.scipy_peer import ScipyFlowResult, scipy_flow, scipy_flow_naive
+from benchmarks.peers.scipy_peer import ScipyFlowResult, scipy_flow, scipy_flow_naive
 
 
 def _linear_problem():

@@ -1,4 +1,4 @@
-"""Tests of the independent mpmath oracle (``flowlib/peers/reference.py``) itself.
+"""Tests of the independent mpmath oracle (``tests/oracles/reference.py``) itself.
 
 The oracle is checked against closed forms (affine flows of the square loss),
 against :func:`mpmath.odefun` on a smooth piece, against the energy identity
@@ -10,8 +10,8 @@ import numpy as np
 import mpmath
 import pytest
 
-from flowlib.peers import reference
-from flowlib.peers.reference import NonTransversalEvent, loss_value, reference_flow
+from tests.oracles import reference
+from tests.oracles.reference import NonTransversalEvent, loss_value, reference_flow
 
 
 def mpf(v):

@@ -1,14 +1,14 @@
 """Acceptance criterion: on transversal-only problems the float64 flow agrees with an independent
-mpmath reference at 40 digits (``flowlib/peers/reference.py``) to <= 1e-12 relative in the final state and in every event
-time, and with SciPy DOP853 (rtol 1e-13, event restarts) to SciPy's own accuracy."""
+mpmath reference at 40 digits (``tests/oracles/reference.py``) to <= 1e-12 relative in the final state and in every
+event time, and with SciPy DOP853 (rtol 1e-13, event restarts) to SciPy's own accuracy."""
 
 import numpy as np
 import pytest
 
 import flowlib as fl
-from flowlib.peers.scipy_peer import scipy_flow
+from benchmarks.peers.scipy_peer import scipy_flow
 from flowlib import examples
-from flowlib.peers.reference import reference_flow
+from tests.oracles.reference import reference_flow
 
 T_END = 5.0
 

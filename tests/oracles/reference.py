@@ -9,10 +9,8 @@ with loss ``L = c * sum_i l(f(x_i), y_i)`` (``c = 1/n`` for ``reduction="mean"``
 ``square``, in arbitrary precision with :mod:`mpmath`.  It is written directly
 from the mathematical definition and deliberately shares **no code** with
 ``flowlib`` or ``kernels``: it exists only so that the test suite and the
-benchmarks (:mod:`flowlib.bench`) can compare the library against an
-independently computed answer.  It lives in the package (it was
-``tests/reference.py``) so that an installed flowlib can run the benchmarks;
-it still imports nothing from flowlib.
+benchmarks (:mod:`benchmarks.bench`) can compare the library against an
+independently computed answer.  It is not part of the installed package.
 
 Method
 ------

@@ -18,7 +18,7 @@ livelock guard (``livelock_events`` events at one instant), and a step callback 
 own warnings ("deducing a cooldown of zero ...") are silenced with ``hy.set_logger_level_error()``; uncapped, the
 E4 livelock printed more than 3e7 of them in nine minutes.
 
-The same two schemes exist for switched affine systems (:class:`~flowlib.peers.scipy_peer.SwitchedSystem`:
+The same two schemes exist for switched affine systems (:class:`~benchmarks.peers.scipy_peer.SwitchedSystem`:
 twisting oscillator, relay feedback, nosnoc's oscillator), with signs instead of masks (E3).
 
 Building an integrator JIT-compiles it (LLVM): :func:`build_flow` and :func:`build_switched` return a
@@ -220,13 +220,13 @@ def build_flow(X, y, W, b, a, t_end, *, loss, reduction="mean", leak=0.0, bias=T
                max_seconds=None) -> HeyokaRun:
     """Build the heyoka peer for the gradient flow of a two-layer (leaky-)ReLU network.
 
-    Conventions as :func:`flowlib.peers.scipy_peer.scipy_flow` (``L = c sum_i l(f(x_i), y_i)``, slopes
+    Conventions as :func:`benchmarks.peers.scipy_peer.scipy_flow` (``L = c sum_i l(f(x_i), y_i)``, slopes
     ``s_ij = 1`` on ``z_ij > 0`` else ``leak``). The trained blocks are heyoka variables, the fixed ones constants.
 
     Parameters
     ----------
     X, y, W, b, a, t_end, loss, reduction, leak, bias, train_outer
-        As for :func:`~flowlib.peers.scipy_peer.scipy_flow`.
+        As for :func:`~benchmarks.peers.scipy_peer.scipy_flow`.
     events : bool
         ``False``: the naive peer (``relup`` slopes in the RHS). ``True``: masks as ``par[i m + j]`` and one
         terminal event per pair flipping its mask by ``d_sgn``.
@@ -314,7 +314,7 @@ def _mask_flip(log: _Log, k: int):
 
 def build_switched(system, x0, t_end, *, events=False, max_events=10_000, livelock_events=100, max_nfev=None,
                    max_seconds=None) -> HeyokaRun:
-    """Build the heyoka peer for a :class:`~flowlib.peers.scipy_peer.SwitchedSystem`.
+    """Build the heyoka peer for a :class:`~benchmarks.peers.scipy_peer.SwitchedSystem`.
 
     Parameters
     ----------

@@ -3,7 +3,7 @@
 Two sources, both at 40 digits:
 
 ``"oracle"``
-    The independent mpmath integrator :mod:`flowlib.peers.reference` (no flowlib code; transversal crossings
+    The independent mpmath integrator :mod:`tests.oracles.reference` (no flowlib code; transversal crossings
     only): B1's orthogonally separable problem and B6's GD problems (9-30 s each to recompute).
 ``"mp-flow"``
     flowlib's own mpmath backend (``gradient_flow(..., dps=40)``: the same algorithm over 40-digit numbers,
@@ -11,7 +11,7 @@ Two sources, both at 40 digits:
     stick, where the oracle does not apply and no closed form exists: V10 with ``m = 400`` and E4 with
     ``m = 200`` (benchmarks B2 and B4; minutes each).
 
-:func:`make` computes one and stores it in ``flowlib/peers/data/<name>.json`` together with its exact inputs (data,
+:func:`make` computes one and stores it in ``benchmarks/peers/data/<name>.json`` together with its exact inputs (data,
 options, initial state and ``t_end``, every float written so that it reads back bit for bit). The examples that
 generate these inputs use random rotations and matrix products, whose last bits differ between CPUs and BLAS builds,
 so a file is matched on its inputs within :data:`INPUT_RTOL`, not on a digest of them: :func:`load` refuses a file
@@ -153,7 +153,7 @@ def _payload(name, problem, params0, t_end, source, dps) -> dict:
         final, status = res.states[-1], str(res.status)
         events = [(e.t, e.kind, int(e.neuron), int(e.sample)) for e in res.events]
     elif source == "oracle":
-        from flowlib.peers.reference import reference_flow
+        from tests.oracles.reference import reference_flow
 
         ref = reference_flow(problem.X, problem.y, params0.W, params0.b, params0.a, t_end, dps=dps,
                              loss=problem.loss, reduction=problem.reduction, leak=problem.leak, bias=problem.bias,

@@ -39,8 +39,8 @@ Timings: one warm-up run, then the best and median of repeats (``time.perf_count
 (at least 3, at most ``max_repeats``: runs of tens of microseconds get hundreds of repeats, so that their best is
 not one cold-cache call); a run longer than a second is timed once. Compilation is reported separately:
 flowlib's :func:`flowlib.warmup` (Numba cache load or compile) and heyoka's construction (LLVM JIT) per case.
-``python -m flowlib.bench [--quick] [--out DIR] [--cases IDS]`` prints the table and writes ``DIR/bench.json``,
-``DIR/bench.txt`` (the table) and ``DIR/bench.png``.
+``python -m benchmarks [--quick] [--out DIR] [--cases IDS] [--no-heyoka]`` (from a checkout of the repository; also
+``flowlib bench``) prints the table and writes ``DIR/bench.json``, ``DIR/bench.txt`` (the table) and ``DIR/bench.png``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ import numpy as np
 
 import flowlib as fl
 from flowlib import examples
-from flowlib.peers import exact, gd_peer, heyoka_peer, scipy_peer, stored
+from benchmarks.peers import gd_peer, heyoka_peer, scipy_peer, stored
+from tests.oracles import exact
 
 __all__ = ["CASES", "LABELS", "Case", "Outcome", "Reference", "Row", "Settings", "assess", "case_rows", "guarded",
            "label", "main", "measure", "run_cases", "select_cases", "settings"]
@@ -584,7 +585,7 @@ def two_crossings_reference(t_end: float) -> Reference:
 
 
 def stored_reference(name: str, prob, p0, t_end: float, source: str) -> Reference:
-    """A 40-digit reference from :mod:`flowlib.peers.stored` (computed now when no valid file exists)."""
+    """A 40-digit reference from :mod:`benchmarks.peers.stored` (computed now when no valid file exists)."""
     ref = stored.get(name, prob, p0, t_end, source)
     what = "mpmath oracle, 40 digits" if source == "oracle" else "flowlib mpmath flow, 40 digits"
     where = "stored" if ref.stored else f"computed now in {ref.wall_s:.1f} s"
@@ -919,7 +920,7 @@ def _flowlib_of(rows, case):
 
 
 def acceptance(rows: list[Row]) -> dict:
-    """Issue 7's acceptance targets, as measured in this run (nothing asserted here)."""
+    """The acceptance targets of the benchmark suite, as measured in this run (nothing asserted here)."""
     out = {}
     scipy = [(r, _flowlib_of(rows, r.case)) for r in _rows_of(rows, ("B0", "B1"), SCIPY_RESTART)]
     if scipy:
@@ -982,7 +983,7 @@ def _machine() -> dict:
 
 def write_json(path: Path, rows, cases, cfg: Settings, compile_info: dict, argv, wall: float) -> None:
     """``bench.json``: machine, versions, settings, compile times, every row and the acceptance summary."""
-    payload = {"command": "python -m flowlib.bench " + " ".join(argv), "machine": _machine(),
+    payload = {"command": "python -m benchmarks " + " ".join(argv), "machine": _machine(),
                "versions": _versions(), "settings": asdict(cfg), "compile": compile_info,
                "cases": [{"id": c.id, "bench": c.bench, "title": c.title, "t_end": c.t_end} for c in cases],
                "rows": [asdict(r) for r in rows], "acceptance": acceptance(rows), "wall_s": wall,
@@ -1056,7 +1057,7 @@ def plot(path: Path, rows: list[Row]) -> None:
 # =================================================================================================================
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m flowlib.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small problems and budgets (about 2 minutes)")
     parser.add_argument("--out", default="bench-out", help="folder for bench.json and bench.png")
     parser.add_argument("--cases", default=None,
