@@ -62,12 +62,14 @@ from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
     SIMULTANEOUS, STAY as STAY_TOL
-from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, log_network_loss, loss_from_outputs, \
+from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, loss_from_outputs, \
     max_abs, network_loss, penalty, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
     velocity_inner
 
 
 _EPS = EPS64
+#: the Cauchy-Schwarz bound of :func:`switching_radius`, with its margin against rounding
+_RADIUS_FACTOR = 1.0 + RADIUS_SAFETY
 #: neurons per block of the switching screen (one cache line of a row of ``Z0`` and of ``Z1``)
 _SCAN_BLOCK = 8
 
@@ -116,7 +118,7 @@ def switching_radius(pn, order, bound, rad):
         acc = 0.0
         for k in range(order - 1, 0, -1):
             acc = acc * bound + pn[k, j]
-        rad[j] = acc * bound * bound * RADIUS_SAFETY + RADIUS_FLOOR * pn[0, j] * bound
+        rad[j] = acc * bound * bound * _RADIUS_FACTOR + RADIUS_FLOOR * pn[0, j] * bound
 
 
 @jit
@@ -286,25 +288,27 @@ def _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv):
 
 
 @jit
-def _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind, j, i, side, mult):
-    ev_t[n_ev] = t
-    ev_kind[n_ev] = kind
-    ev_neuron[n_ev] = j
-    ev_sample[n_ev] = i
-    ev_side[n_ev] = side
-    ev_mult[n_ev] = mult
+def _log(events, n_ev, t, kind, j, i, side, mult):
+    """Write event ``n_ev`` of the :class:`.bundles.EventLog`; return the count after it."""
+    events.t[n_ev] = t
+    events.kind[n_ev] = kind
+    events.neuron[n_ev] = j
+    events.sample[n_ev] = i
+    events.side[n_ev] = side
+    events.mult[n_ev] = mult
     return n_ev + 1
 
 
 @jit
-def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t, caratheodory, selection,
-             tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev):
+def _resolve(net, method, state, S, hit, forced, t, events, n_ev):
     """Classify, per neuron, the surfaces in ``hit`` together with the others the neuron sits on; update the
-    modes, the pattern and the log. ``forced[i, j] = +-1`` releases a held surface to that side (its multiplier
-    left ``[leak, 1]``). Returns ``(status, n_ev)``."""
+    modes, the pattern (``state`` and the slopes ``S``) and the log. ``forced[i, j] = +-1`` releases a held surface
+    to that side (its multiplier left ``[leak, 1]``). Returns ``(status, n_ev)``."""
+    Xa, y, loss_kind, c, leak, bias = net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias
+    P, active, mode, drop = state.P, state.active, state.mode, state.drop
     n, m = hit.shape
     G = np.empty(n)
-    velocity_inner(Xa, y, S, loss_kind, c, P, G, log_clock, t)
+    velocity_inner(Xa, y, S, loss_kind, c, P, G, method.log_clock, t)
     side = np.zeros(n, np.int8)
     stay = np.zeros(n, np.bool_)
     kind = np.zeros(n, np.int8)
@@ -320,8 +324,8 @@ def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, for
         for i in range(n):
             surface[i, j] = hit[i, j] or mode[i, j] == MODE_HELD or (
                 mode[i, j] == MODE_FREE and drop[i, j] == DROP_CROSSED)
-        code = classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, selection, tie_policy,
-                               side, stay, kind, mult)
+        code = classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, method.caratheodory, method.selection,
+                               method.tie_policy, side, stay, kind, mult)
         if code != status.RUNNING:
             return code, n_ev
         for i in range(n):
@@ -330,20 +334,17 @@ def _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, for
             if stay[i]:
                 if mode[i, j] != MODE_HELD:
                     mode[i, j] = MODE_HELD
-                    n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind[i], j, i, 0,
-                                mult[i])
+                    n_ev = _log(events, n_ev, t, kind[i], j, i, 0, mult[i])
                 drop[i, j] = DROP_NONE
                 continue
             new_active = side[i] > 0
             if mode[i, j] == MODE_HELD:
                 mode[i, j] = MODE_FREE
                 active[i, j] = new_active
-                n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, EVENT_SLIDE_END, j, i,
-                            side[i], mult[i])
+                n_ev = _log(events, n_ev, t, EVENT_SLIDE_END, j, i, side[i], mult[i])
             elif new_active != active[i, j]:
                 active[i, j] = new_active
-                n_ev = _log(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult, n_ev, t, kind[i], j, i,
-                            side[i], mult[i] if kind[i] == EVENT_TIE else math.nan)
+                n_ev = _log(events, n_ev, t, kind[i], j, i, side[i], mult[i] if kind[i] == EVENT_TIE else math.nan)
             drop[i, j] = DROP_RELEASED if forced[i, j] != 0 else DROP_CROSSED
     slopes_from_state(active, mode, leak, S)
     return status.RUNNING, n_ev
@@ -591,67 +592,88 @@ def _exit_side(phi, slot, order, tau, beta):
 
 
 @jit
-def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection,
-                    tie_policy, log_clock, gl_nodes, gl_weights, P, active, mode, drop, clock, t_end, max_steps,
-                    max_events, out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind, ev_neuron, ev_sample, ev_side,
-                    ev_mult):
-    """Integrate from ``clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
+def _surfaces_reached(net, state, Z0, neuron_scale, hit):
+    """Stage 1: ``hit`` the free surfaces the state sits on (to rounding) or whose side disagrees with the sign of
+    ``z``; return whether there is one. Also leaves the pre-activations in ``Z0`` and each neuron's
+    ``max|(w_j, b_j)|`` in ``neuron_scale``.
+
+    "On the surface" is relative to the neuron's own ``(w_j, b_j)``: the rounding of ``z_ij`` is
+    ``eps |(w_j, b_j)| |(x_i, 1)|_1``, and a neuron far smaller than the others (a dead one) must not be caught by
+    their scale.
+    """
+    Xa, bias = net.Xa, net.bias
+    P, active, mode, drop = state.P, state.active, state.mode, state.drop
+    n, da = Xa.shape
+    m = P.shape[0]
+    preactivations(Xa, P, Z0)
+    for j in range(m):
+        size = 0.0
+        for q in range(da):
+            size = max(size, abs(P[j, q]))
+        neuron_scale[j] = size
+    pending = False
+    for i in range(n):
+        reach_i = 0.0
+        for q in range(da):
+            reach_i += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
+        reach_i *= ON_SURFACE
+        row_hit = False
+        for j in range(m):
+            z = Z0[i, j]
+            up = active[i, j]
+            wrong = (up & (z <= 0.0)) | ((not up) & (z >= 0.0))
+            flag = (wrong | (abs(z) <= reach_i * neuron_scale[j])) & (mode[i, j] == MODE_FREE) \
+                & (drop[i, j] == DROP_NONE)
+            hit[i, j] = flag
+            row_hit |= flag
+        pending = pending or row_hit
+    return pending
+
+
+@jit
+def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, events):
+    """Integrate from ``state.clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
+
+    One pass of the loop is the algorithm's stages: (1) free surfaces reached (:func:`_surfaces_reached`) are
+    classified with the others of their neuron (:func:`_resolve`); (2) Taylor coefficients and the multipliers of
+    the held surfaces; (3) the step size; held surfaces whose multiplier leaves ``[leak, 1]`` are released (hold /
+    release); (4) the earliest root of every switching and exit polynomial bounds the step (events located);
+    (5) the step is recorded and taken, and the surfaces reached at its end are classified.
 
     Parameters
     ----------
-    Xa : ndarray, shape (n, d + 1), float64, C-contiguous
-        Data with a column of ones.
-    y : ndarray, shape (n,)
-    loss_kind : int
-        See :mod:`.series`.
-    c, leak : float
-        Reduction factor and negative-side slope.
-    bias, train_outer : bool
-    decay : float
-        Weight decay ``lambda >= 0``: the flow of ``L + lambda/2 |theta_trained|^2`` (``out_loss`` includes the
-        penalty). Only with the ``t`` clock.
-    order : int
-        Taylor order ``K`` (>= 4).
-    tol : float
-        Local tolerance of the step-size rule.
-    caratheodory : bool
-        Integrate the single-valued field with ``sigma'(0) = selection`` (:mod:`.events`).
-    selection : float
-    tie_policy : int
-        ``events.TIE_STAY`` or ``events.TIE_LEAVE``.
-    log_clock : bool
-        Integrate in ``s = ln(1 + t)`` (``clock``, ``t_end``, ``out_t``, ``out_h`` and event times are then in
-        ``s``, ``out_loss`` holds ``ln L``): the long-horizon mode, whose steps grow with ``s`` where the flow
-        slows down like ``1/t``.
-    gl_nodes, gl_weights : ndarray
-        Gauss–Legendre rule on ``[0, 1]`` (at least ``order + 1`` points) for the energy in the log clock.
-    P : ndarray, shape (m, d + 2)
-        State; updated in place.
-    active : ndarray of bool, shape (n, m)
-        Side of each free surface; updated in place.
-    mode, drop : ndarray of int8, shape (n, m)
-        Surface modes and the number of vanishing leading terms (see module doc); updated in place.
-    clock : ndarray, shape (1,), (2,) or (3,)
-        The current time; updated in place. With two entries, ``clock[1]`` receives the time at which a square-loss
-        flow was found converged to working precision (:func:`_converged`; untouched otherwise): the chunk then
-        records one last step that holds the state constant to ``t_end`` and returns ``SUCCESS``. With three,
-        ``clock[2]`` is raised to the largest inclusion residual of the chunk's steps
-        (:func:`.inclusion.inclusion_residual`: the distance of each step's velocity to the Filippov set).
+    net : :class:`.bundles.Network`
+        The objective (``Xa`` C-contiguous, shape ``(n, d + 1)``). With ``decay > 0`` the flow is that of
+        ``L + lambda/2 |theta_trained|^2`` (the logged loss includes the penalty); only with the ``t`` clock.
+    method : :class:`.bundles.Method`
+        Taylor order ``K`` (>= 4), local tolerance of the step-size rule, solution concept (``caratheodory``: the
+        single-valued field with ``sigma'(0) = selection``, :mod:`.events`), ``tie_policy`` (``TIE_STAY`` or
+        ``TIE_LEAVE``), ``log_clock`` and the Gauss-Legendre rule on ``[0, 1]`` (at least ``order + 1`` points) for
+        the energy in that clock. With ``log_clock`` the integration variable is ``s = ln(1 + t)`` (``clock``,
+        ``t_end``, the logged times and step lengths are then in ``s`` and the logged loss is ``ln L``): the
+        long-horizon mode, whose steps grow with ``s`` where the flow slows down like ``1/t``.
+    state : :class:`.bundles.State`
+        Updated in place: ``P`` (``m, d + 2``), ``active`` (side of each free surface), ``mode`` and ``drop``
+        (surface modes and the number of vanishing leading terms; see module doc) and ``clock``, shape (1,), (2,)
+        or (3,): the current time. With two entries, ``clock[1]`` receives the time at which a square-loss flow was
+        found converged to working precision (:func:`_converged`; untouched otherwise): the chunk then records one
+        last step that holds the state constant to ``t_end`` and returns ``SUCCESS``. With three, ``clock[2]`` is
+        raised to the largest inclusion residual of the chunk's steps (:func:`.inclusion.inclusion_residual`: the
+        distance of each step's velocity to the Filippov set).
     t_end : float
     max_steps, max_events : int
-        Budgets of this chunk; ``out_*`` must have the shapes below and ``ev_*`` at least ``max_events + 3 n m``
-        entries.
-    out_t, out_loss : ndarray, shape (max_steps + 1,)
-        Start and loss at the start of each step; entry ``n_steps`` receives the time and the loss at the state
-        reached (so that a caller joins chunks without evaluating the loss again).
-    out_h, out_energy : ndarray, shape (max_steps,)
-        Length and ``int |theta'|^2`` of each step.
-    out_C : ndarray, shape (max_steps + 1, K + 1, m, d + 2) or (max_steps + 1, 1, m, d + 2)
-        Taylor coefficients of each step (dense output), or only its starting state when the second axis has
-        length 1 (no dense output: ``m (d + 2)`` floats a step instead of ``(K + 1) m (d + 2)``, 27 MB at
-        ``m = 2000, d = 100``); ``out_C[n_steps, 0]`` receives the state reached.
-    ev_t, ev_mult : ndarray of float64;  ev_kind, ev_side : ndarray of int8;  ev_neuron, ev_sample : int64
-        Event log.
+        Budgets of this chunk; ``steps`` must have the shapes below and ``events`` at least
+        ``max_events + 3 n m`` entries.
+    steps : :class:`.bundles.StepLog`
+        ``t`` and ``loss`` (``max_steps + 1``): start and loss at the start of each step; entry ``n_steps``
+        receives the time and the loss at the state reached (so that a caller joins chunks without evaluating the
+        loss again). ``h`` and ``energy`` (``max_steps``): length and ``int |theta'|^2`` of each step. ``C``
+        (``max_steps + 1, K + 1, m, d + 2``, or ``max_steps + 1, 1, m, d + 2``): the Taylor coefficients of each
+        step (dense output), or only its starting state when the second axis has length 1 (no dense output:
+        ``m (d + 2)`` floats a step instead of ``(K + 1) m (d + 2)``, 27 MB at ``m = 2000, d = 100``);
+        ``C[n_steps, 0]`` receives the state reached.
+    events : :class:`.bundles.EventLog`
+        The event log.
 
     Returns
     -------
@@ -659,10 +681,14 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
         A code of :mod:`.status`; ``RUNNING`` or ``EVENT_BUFFER_FULL`` when a budget of the chunk ended it.
     n_steps, n_events : int
     """
+    Xa, y, loss_kind, c, leak, bias, train_outer, decay = net
+    K, tol, log_clock, gl_nodes, gl_weights = method.order, method.tol, method.log_clock, method.gl_nodes, \
+        method.gl_weights
+    P, active, mode, drop, clock = state
+    out_t, out_h, out_C, out_loss, out_energy = steps
     n, da = Xa.shape
     m = P.shape[0]
     w = P.shape[1]
-    K = order
     C = np.zeros((K + 1, m, w))
     Z0 = np.zeros((n, m))
     Z1 = np.zeros((n, m))
@@ -682,7 +708,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
     poly_g = np.empty(K + 1)
     xn = np.empty(n)
     for i in range(n):
-        xn[i] = scaled_norm(Xa[i]) * RADIUS_SAFETY
+        xn[i] = scaled_norm(Xa[i]) * _RADIUS_FACTOR
     S = np.empty((n, m))
     hit = np.zeros((n, m), np.bool_)
     forced = np.zeros((n, m), np.int8)
@@ -709,35 +735,9 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
         if n_ev >= max_events:
             code = status.EVENT_BUFFER_FULL
             break
-        # 1. free surfaces the state sits on (to rounding) or whose side disagrees with the sign of z: events now
-        # "on the surface" is relative to the neuron's own (w_j, b_j): the rounding of z_ij is eps |(w_j, b_j)|
-        # |(x_i, 1)|_1, and a neuron far smaller than the others (a dead one) must not be caught by their scale
-        preactivations(Xa, P, Z0)
-        for j in range(m):
-            size = 0.0
-            for q in range(da):
-                size = max(size, abs(P[j, q]))
-            neuron_scale[j] = size
-        pending = False
-        for i in range(n):
-            reach_i = 0.0
-            for q in range(da):
-                reach_i += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
-            reach_i *= ON_SURFACE
-            row_hit = False
-            for j in range(m):
-                z = Z0[i, j]
-                up = active[i, j]
-                wrong = (up & (z <= 0.0)) | ((not up) & (z >= 0.0))
-                flag = (wrong | (abs(z) <= reach_i * neuron_scale[j])) & (mode[i, j] == MODE_FREE) \
-                    & (drop[i, j] == DROP_NONE)
-                hit[i, j] = flag
-                row_hit |= flag
-            pending = pending or row_hit
-        if pending:
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
-                                  ev_side, ev_mult, n_ev)
+        # 1. free surfaces reached: events now
+        if _surfaces_reached(net, state, Z0, neuron_scale, hit):
+            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
             if code != status.RUNNING:
                 break
         # a square-loss flow whose residuals are rounding has converged to working precision: it coasts to t_end
@@ -760,9 +760,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
                 if dependent[slot]:
                     for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
                         hit[samples[q], neurons[q]] = True
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
-                                  ev_side, ev_mult, n_ev)
+            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
             if code != status.RUNNING:
                 break
             samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
@@ -834,9 +832,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
             for i in range(n):
                 for j in range(m):
                     hit[i, j] = hit[i, j] and mode[i, j] == MODE_HELD
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
-                                  ev_side, ev_mult, n_ev)
+            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
             for i in range(n):
                 for j in range(m):
                     forced[i, j] = 0
@@ -849,9 +845,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
             if stalls > n * m + 1:
                 code = status.NO_PROGRESS
                 break
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
-                                  ev_side, ev_mult, n_ev)
+            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
             if code != status.RUNNING:
                 break
             continue
@@ -928,9 +922,7 @@ def integrate_chunk(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, 
                         # a multiplier c / (a_j G_i) that leaves [leak, 1] with a_j G_i != 0 releases the surface;
                         # at a_j G_i = 0 (0/0) the neuron is re-classified instead
                         forced[i, j] = _exit_side(phi, slot, K - 1, h, beta)
-            code, n_ev = _resolve(Xa, y, loss_kind, c, leak, bias, P, S, active, mode, drop, hit, forced, t,
-                                  caratheodory, selection, tie_policy, log_clock, ev_t, ev_kind, ev_neuron, ev_sample,
-                                  ev_side, ev_mult, n_ev)
+            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
             for slot in range(n_slots):
                 forced[samples[slot], neurons[slot]] = 0
             if code != status.RUNNING:
@@ -952,8 +944,7 @@ def _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h
     out_h[n_steps] = t_end - t
     out_C[n_steps] = 0.0
     out_C[n_steps, 0] = P
-    out_loss[n_steps] = log_network_loss(Xa, y, P, S, loss_kind, c) if log_clock else \
-        network_loss(Xa, y, P, S, loss_kind, c)
+    out_loss[n_steps] = network_loss(Xa, y, P, S, loss_kind, c, log_clock)
     out_energy[n_steps] = 0.0
 
 
@@ -1003,7 +994,7 @@ def loss_at(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P, Z, S, log):
     for i in range(n):
         for j in range(m):
             S[i, j] = 1.0 if Z[i, j] > 0.0 else leak
+    value = network_loss(Xa, y, P, S, loss_kind, c, log)
     if log:
-        return log_network_loss(Xa, y, P, S, loss_kind, c)
-    value = network_loss(Xa, y, P, S, loss_kind, c)
+        return value
     return value + 0.5 * decay * penalty(P, bias, train_outer) if decay != 0.0 else value

@@ -33,6 +33,7 @@ import numpy as np
 from . import status
 from ._jit import jit
 from .descent import descent_update, iterate_objective
+from .bundles import EventLog, State, StepLog
 from .driver import integrate_chunk, loss_along
 from .series import horner_state, preactivations, velocity_energy, velocity_energy_log
 
@@ -202,11 +203,11 @@ def _count_events(ev_kind, ev_t, e, until, counts):
 
 
 @jit
-def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection, tie_policy,
-                log_clock, gl_nodes, gl_weights, P, active, mode, u_end, u_deadline, max_steps, max_events,
-                loss_below, coef, offset, lin_tol, counts, out, stop):
+def flow_member(net, method, P, active, mode, u_end, u_deadline, max_steps, max_events, loss_below, coef, offset,
+                lin_tol, counts, out, stop):
     """The flow from ``P`` (updated in place; ``active`` and ``mode`` as :func:`.driver.integrate_chunk` wants them)
-    until the stop rule, ``u_end``, the deadline or a budget.
+    until the stop rule, ``u_end``, the deadline or a budget. ``net`` and ``method`` are the bundles of
+    :mod:`.bundles`.
 
     Times are in the integration variable (``s = ln(1 + t)`` with ``log_clock``). ``counts`` (int64, shape
     ``(N_EVENT_KINDS,)``) receives the events per kind; ``out`` (float64, shape ``(6,)``) the time reached, the
@@ -220,10 +221,13 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol,
         :data:`REACHED`, :data:`DEADLINE`, a code of :mod:`.status` (``SUCCESS``: ``u_end`` reached), or
         :data:`STOPPED` (``stop[0]`` was set).
     """
+    Xa, y, loss_kind, c, leak, bias, train_outer, decay = net
+    order, log_clock, gl_nodes, gl_weights = method.order, method.log_clock, method.gl_nodes, method.gl_weights
     n = Xa.shape[0]
     m, w = P.shape
     drop = np.zeros((n, m), dtype=np.int8)
     clock = np.zeros(3)  # the time, where a converged flow began to coast, the largest inclusion residual
+    state = State(P, active, mode, drop, clock)
     first = loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P.reshape((1, m, w)).copy(), log_clock)[0]
     energy = 0.0
     threshold = math.log(loss_below) if log_clock and loss_below > 0.0 else loss_below
@@ -238,6 +242,8 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol,
     ev_t, ev_mult = np.empty(cap), np.empty(cap)
     ev_kind, ev_side = np.empty(cap, np.int8), np.empty(cap, np.int8)
     ev_neuron, ev_sample = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    steps_log = StepLog(out_t, out_h, out_C, out_loss, out_energy)
+    events_log = EventLog(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult)
     below = math.isnan(loss_below)
     watching = use_lin or not below
     steps = 0
@@ -248,11 +254,8 @@ def flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol,
             code = STOPPED
             break
         target = u_deadline if (not below and u_deadline < u_end) else u_end
-        kode, k, e = integrate_chunk(
-            Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection, tie_policy,
-            log_clock, gl_nodes, gl_weights, P, active, mode, drop, clock, target, min(_CHUNK_STEPS, max_steps - steps),
-            min(_CHUNK_EVENTS, max_events - n_events), out_t, out_h, out_C, out_loss, out_energy, ev_t, ev_kind,
-            ev_neuron, ev_sample, ev_side, ev_mult)
+        kode, k, e = integrate_chunk(net, method, state, target, min(_CHUNK_STEPS, max_steps - steps),
+                                     min(_CHUNK_EVENTS, max_events - n_events), steps_log, events_log)
         if watching:
             q, tau, below = _stop_in_chunk(coef, offset, lin_tol, use_lin, threshold, below, out_t, out_h, out_C,
                                            out_loss, k, order)
@@ -317,9 +320,8 @@ def _chunk_energy(out_energy, q, C, kept, tau, t0, log_clock, gl_nodes, gl_weigh
 
 
 @jit
-def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection, tie_policy,
-               log_clock, gl_nodes, gl_weights, P0, active0, mode0, u_end, u_deadline, max_steps, max_events,
-               loss_below, coef, offset, lin_tol, out_P, out_code, out_counts, out_info, stop):
+def flow_batch(net, method, P0, active0, mode0, u_end, u_deadline, max_steps, max_events, loss_below, coef, offset,
+               lin_tol, out_P, out_code, out_counts, out_info, stop):
     """:func:`flow_member` for every member ``r`` of ``P0`` (shape ``(R, m, d + 2)``, with initial sides
     ``active0`` and modes ``mode0`` of shape ``(R, n, m)``). Members not started because ``stop[0]`` was set get
     :data:`STOPPED`."""
@@ -332,9 +334,8 @@ def flow_batch(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, 
         mode = mode0[r].copy()
         counts = np.zeros(N_EVENT_KINDS, dtype=np.int64)
         info = np.empty(6)
-        code = flow_member(Xa, y, loss_kind, c, leak, bias, train_outer, decay, order, tol, caratheodory, selection,
-                           tie_policy, log_clock, gl_nodes, gl_weights, P, active, mode, u_end, u_deadline,
-                           max_steps, max_events, loss_below, coef, offset, lin_tol, counts, info, stop)
+        code = flow_member(net, method, P, active, mode, u_end, u_deadline, max_steps, max_events, loss_below, coef,
+                           offset, lin_tol, counts, info, stop)
         out_P[r] = P
         out_code[r] = code
         out_counts[r] = counts

@@ -186,11 +186,12 @@ def network_outputs(Xa, P, S, out_f):
 
 
 @jit
-def network_loss(Xa, y, P, S, loss_kind, c):
-    """Loss ``L = c sum_i l(f_i, y_i)`` at parameters ``P`` under slopes ``S``."""
+def network_loss(Xa, y, P, S, loss_kind, c, log):
+    """Loss ``L = c sum_i l(f_i, y_i)`` at parameters ``P`` under slopes ``S``; with ``log``, ``ln L`` without
+    underflow (``-inf`` only when ``L`` is exactly 0)."""
     f = np.empty(Xa.shape[0])
     network_outputs(Xa, P, S, f)
-    return loss_from_outputs(f, y, loss_kind, c)
+    return log_loss_from_outputs(f, y, loss_kind, c) if log else loss_from_outputs(f, y, loss_kind, c)
 
 
 @jit
@@ -478,14 +479,6 @@ def penalty(P, bias, train_outer):
         if train_outer:
             total += P[j, d + 1] * P[j, d + 1]
     return total
-
-
-@jit
-def log_network_loss(Xa, y, P, S, loss_kind, c):
-    """``ln L`` at ``P`` under slopes ``S``, without underflow (``-inf`` only when ``L`` is exactly 0)."""
-    f = np.empty(Xa.shape[0])
-    network_outputs(Xa, P, S, f)
-    return log_loss_from_outputs(f, y, loss_kind, c)
 
 
 @jit

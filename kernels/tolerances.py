@@ -28,53 +28,34 @@ class Tolerance(NamedTuple):
     meaning: str
 
 
-TABLE = {
-    "simultaneous": Tolerance(
-        64.0 * EPS64, Fraction(1),
-        "free surfaces reached within this fraction of a step (after its earliest root) are reached together"),
-    "on_surface": Tolerance(
-        64.0 * EPS64, Fraction(1),
-        "|z_ij| below this times max|(w_j, b_j)| |(x_i, 1)|_1 is rounding: the state sits on the surface"),
-    "exit_noise": Tolerance(
-        1e-12, Fraction(3, 4),
-        "an exit polynomial this small relative to a_j G_i is rounding: a multiplier sitting on its bound"),
-    "exit_side": Tolerance(
-        1e-8, Fraction(1, 2),
-        "a_j G_i this small relative to its Taylor terms at an exit is 0/0: no genuine exit, re-classify"),
-    "radius_safety": Tolerance(
-        1e-12, Fraction(3, 4),
-        "relative safety of the Cauchy-Schwarz bound of the switching screen against rounding"),
-    "radius_floor": Tolerance(
-        1e-13, Fraction(7, 8),
-        "rounding of the first-order switching coefficient (a matrix product), relative to its bound"),
-    "stay": Tolerance(
-        1e-9, Fraction(9, 16),
-        "relative size below which a normal velocity counts as zero (the surface is kept)"),
-    "rcond": Tolerance(
-        1e-12, Fraction(3, 4),
-        "relative singular-value cut-off of the small least-squares solves (dependent hyperplane normals)"),
-    "hold_slack": Tolerance(
-        1.3e-6, Fraction(3, 8),
-        "how far exact multipliers of several held surfaces may lie outside [leak, 1] and still be held"),
-    "box_gradient": Tolerance(
-        1e-14, Fraction(7, 8),
-        "a box least-squares gradient this small relative to its column and the problem size is zero"),
-    "box_converged": Tolerance(
-        1e-15, Fraction(1),
-        "the coordinate descent of a box least-squares problem has converged when no slope moves by more"),
-    "box_margin": Tolerance(
-        1e-9, Fraction(9, 16),
-        "a slope this close to its bound (relative to the box) counts as at the bound when polishing"),
-    "linear_clear": Tolerance(
-        1e-14, Fraction(7, 8),
-        "rounding margin of g0 + g1 bound when a switching polynomial's linear part proves it has no root"),
-    "zeno_time": Tolerance(
-        32.0 * EPS64, Fraction(1),
-        "relative rounding level of an extrapolated Zeno accumulation time (switched affine systems)"),
-    "zeno_snap": Tolerance(
-        1e-6, Fraction(3, 8),
-        "a surface this close to a Zeno limit, relative to the last cycle's amplitude, is snapped onto"),
-}
+# name, float64 value, power of the epsilon, meaning
+_ROWS = """
+simultaneous  | 64 eps  | 1    | free surfaces reached within this fraction of a step (after its earliest root) are reached together
+on_surface    | 64 eps  | 1    | |z_ij| below this times max|(w_j, b_j)| |(x_i, 1)|_1 is rounding: the state sits on the surface
+exit_noise    | 1e-12   | 3/4  | an exit polynomial this small relative to a_j G_i is rounding: a multiplier sitting on its bound
+exit_side     | 1e-8    | 1/2  | a_j G_i this small relative to its Taylor terms at an exit is 0/0: no genuine exit, re-classify
+radius_safety | 1e-12   | 3/4  | relative safety of the Cauchy-Schwarz bound of the switching screen against rounding
+radius_floor  | 1e-13   | 7/8  | rounding of the first-order switching coefficient (a matrix product), relative to its bound
+stay          | 1e-9    | 9/16 | relative size below which a normal velocity counts as zero (the surface is kept)
+rcond         | 1e-12   | 3/4  | relative singular-value cut-off of the small least-squares solves (dependent hyperplane normals)
+hold_slack    | 1.3e-6  | 3/8  | how far exact multipliers of several held surfaces may lie outside [leak, 1] and still be held
+box_gradient  | 1e-14   | 7/8  | a box least-squares gradient this small relative to its column and the problem size is zero
+box_converged | 1e-15   | 1    | the coordinate descent of a box least-squares problem has converged when no slope moves more
+box_margin    | 1e-9    | 9/16 | a slope this close to its bound (relative to the box) counts as at the bound when polishing
+linear_clear  | 1e-14   | 7/8  | rounding margin of g0 + g1 bound when a polynomial's linear part proves it has no root
+zeno_time     | 32 eps  | 1    | relative rounding level of an extrapolated Zeno accumulation time (switched affine systems)
+zeno_snap     | 1e-6    | 3/8  | a surface this close to a Zeno limit, relative to the last cycle's amplitude, is snapped onto
+"""
+
+
+def _row(line: str) -> tuple[str, Tolerance]:
+    name, value, power, meaning = (field.strip() for field in line.split("|", 3))
+    number = float(value.split()[0]) * (EPS64 if value.endswith(" eps") else 1.0)
+    return name, Tolerance(number, Fraction(power), meaning)
+
+
+#: name -> :class:`Tolerance`
+TABLE = dict(_row(line) for line in _ROWS.strip().splitlines())
 
 
 def scaled(name: str, eps: float) -> float:
@@ -102,19 +83,5 @@ def scaled(name: str, eps: float) -> float:
     return row.value * (eps / EPS64) ** row.power if eps != EPS64 else row.value
 
 
-# the float64 values, as module constants the Numba kernels compile in
-SIMULTANEOUS = TABLE["simultaneous"].value
-ON_SURFACE = TABLE["on_surface"].value
-EXIT_NOISE = TABLE["exit_noise"].value
-EXIT_SIDE = TABLE["exit_side"].value
-RADIUS_SAFETY = 1.0 + TABLE["radius_safety"].value
-RADIUS_FLOOR = TABLE["radius_floor"].value
-STAY = TABLE["stay"].value
-RCOND = TABLE["rcond"].value
-HOLD_SLACK = TABLE["hold_slack"].value
-BOX_GRADIENT = TABLE["box_gradient"].value
-BOX_CONVERGED = TABLE["box_converged"].value
-BOX_MARGIN = TABLE["box_margin"].value
-LINEAR_CLEAR = TABLE["linear_clear"].value
-ZENO_TIME = TABLE["zeno_time"].value
-ZENO_SNAP = TABLE["zeno_snap"].value
+# the float64 values as module constants the Numba kernels compile in: STAY, RCOND, EXIT_SIDE, ... (upper case)
+globals().update({name.upper(): row.value for name, row in TABLE.items()})

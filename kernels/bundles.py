@@ -1,0 +1,102 @@
+"""The argument bundles of the flow kernels: the problem, the method, the state and the two logs.
+
+:func:`.driver.integrate_chunk` and its stages, and :func:`.ensemble.flow_member`, take these named tuples
+instead of some thirty positional arguments (Numba types a named tuple by its fields, so a bundle costs nothing
+at run time). Build them with :func:`network` and :func:`method`, which fix every field's type, so that all callers
+share one compiled specialisation. Plain Python (no numba import).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Network(NamedTuple):
+    """The objective: data with a column of ones ``Xa`` (``n, d + 1``), targets ``y``, the loss code
+    (:mod:`.series`), the reduction factor ``c``, the negative-side slope ``leak``, whether there is a bias, whether
+    the outer layer is trained, and the weight decay ``decay``."""
+
+    Xa: np.ndarray
+    y: np.ndarray
+    loss_kind: int
+    c: float
+    leak: float
+    bias: bool
+    train_outer: bool
+    decay: float
+
+
+class Method(NamedTuple):
+    """How the flow is integrated: Taylor order, local tolerance, the solution concept (``caratheodory`` with
+    ``sigma'(0) = selection``, else Filippov), the tie policy (:mod:`.constants`), the clock (``log_clock``:
+    ``s = ln(1 + t)``) and the Gauss-Legendre rule on ``[0, 1]`` for the energy in that clock."""
+
+    order: int
+    tol: float
+    caratheodory: bool
+    selection: float
+    tie_policy: int
+    log_clock: bool
+    gl_nodes: np.ndarray
+    gl_weights: np.ndarray
+
+
+class State(NamedTuple):
+    """The state a chunk continues from and updates in place: parameters ``P`` (``m, d + 2``), the side of each
+    free surface ``active`` (``n, m`` bool), surface modes ``mode`` and vanishing leading terms ``drop`` (``n, m``
+    int8), and ``clock`` (the time; see :func:`.driver.integrate_chunk`)."""
+
+    P: np.ndarray
+    active: np.ndarray
+    mode: np.ndarray
+    drop: np.ndarray
+    clock: np.ndarray
+
+
+class StepLog(NamedTuple):
+    """Per step: start ``t``, length ``h``, Taylor coefficients ``C`` (or only the starting state), loss and
+    ``int |theta'|^2`` (see :func:`.driver.integrate_chunk` for the shapes)."""
+
+    t: np.ndarray
+    h: np.ndarray
+    C: np.ndarray
+    loss: np.ndarray
+    energy: np.ndarray
+
+
+class EventLog(NamedTuple):
+    """Per event: time, kind, neuron, sample, side and multiplier."""
+
+    t: np.ndarray
+    kind: np.ndarray
+    neuron: np.ndarray
+    sample: np.ndarray
+    side: np.ndarray
+    mult: np.ndarray
+
+
+def network(Xa, y, loss_kind, c, leak, bias, train_outer, decay) -> Network:
+    """A :class:`Network` with every field of its one kernel type (C-contiguous float64 arrays, int, float, bool)."""
+    return Network(np.ascontiguousarray(Xa, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64),
+                   int(loss_kind), float(c), float(leak), bool(bias), bool(train_outer), float(decay))
+
+
+def method(order, tol, caratheodory, selection, tie_policy, log_clock, gl_nodes, gl_weights) -> Method:
+    """A :class:`Method` with every field of its one kernel type."""
+    return Method(int(order), float(tol), bool(caratheodory), float(selection), int(tie_policy), bool(log_clock),
+                  np.ascontiguousarray(gl_nodes, dtype=np.float64), np.ascontiguousarray(gl_weights, dtype=np.float64))
+
+
+def step_log(steps: int, order: int, m: int, w: int, coefficients: bool) -> StepLog:
+    """Fresh per-step buffers for ``steps`` steps (``t``, ``C`` and the loss have one more entry, for the state the
+    chunk reaches); ``C`` keeps every Taylor coefficient with ``coefficients``, else only each step's start."""
+    return StepLog(np.empty(steps + 1), np.empty(steps), np.empty((steps + 1, order + 1 if coefficients else 1, m, w)),
+                   np.empty(steps + 1), np.empty(steps))
+
+
+def event_log(events: int) -> EventLog:
+    """Fresh buffers for ``events`` events."""
+    return EventLog(np.empty(events), np.empty(events, np.int8), np.empty(events, np.int64),
+                    np.empty(events, np.int64), np.empty(events, np.int8), np.empty(events))
