@@ -476,7 +476,7 @@ def _wait(futures, stop, interrupted) -> None:
 
 def _run_group(method, problem, P0, settings, stop) -> dict:
     """Members of one problem through the batch kernel of ``method``."""
-    from flowlib.kernels import ensemble as kens
+    from flowlib.kernels import bundles, ensemble as kens
 
     k = settings
     count = len(P0)
@@ -496,11 +496,11 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
     nodes, weights = gauss_legendre(k["order"] + 1)
     out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 6))
-    kens.flow_batch(Xa, *args, problem.bias, problem.train_outer, problem.weight_decay, k["order"], k["rtol"],
-                    k["caratheodory"], k["selection"], k["tie"], k["log_clock"], nodes, weights, P0, active0, mode0,
-                    k["u_end"],
-                    k["u_deadline"], k["max_steps"], k["max_events"], k["loss_below"], k["coef"], k["offset"],
-                    k["lin_tol"], out_P, out_code, out_counts, out_info, stop)
+    net = bundles.network(Xa, *args, problem.bias, problem.train_outer, problem.weight_decay)
+    method = bundles.method(k["order"], k["rtol"], k["caratheodory"], k["selection"], k["tie"], k["log_clock"], nodes,
+                            weights)
+    kens.flow_batch(net, method, P0, active0, mode0, k["u_end"], k["u_deadline"], k["max_steps"], k["max_events"],
+                    k["loss_below"], k["coef"], k["offset"], k["lin_tol"], out_P, out_code, out_counts, out_info, stop)
     with np.errstate(over="ignore"):
         t = np.expm1(out_info[:, 0]) if k["log_clock"] else out_info[:, 0]
         loss = np.exp(out_info[:, 1]) if k["log_clock"] else out_info[:, 1]

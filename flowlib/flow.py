@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from flowlib.kernels import driver, events as kevents, status as kstatus
+from flowlib.kernels import bundles, driver, events as kevents, status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.result import EVENT_KINDS, Event, FlowResult
 from flowlib.running import (MAX_DPS, check_budget, check_problem_params, check_time, order_for, progress_bar,
@@ -271,23 +271,20 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
                          u_eval, dense_output, max_steps, max_events, progress, callback, memory_budget)
 
 
-def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coefficients: bool) -> tuple[tuple, tuple]:
-    """Fresh output buffers of one :func:`~flowlib.kernels.driver.integrate_chunk` call, in its argument order.
+def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coefficients: bool) \
+        -> tuple[bundles.StepLog, bundles.EventLog]:
+    """Fresh output buffers of one :func:`~flowlib.kernels.driver.integrate_chunk` call.
 
     Returns
     -------
-    per_step : tuple of ndarray
+    per_step : flowlib.kernels.bundles.StepLog
         ``t`` (start), ``h``, Taylor coefficients ``C`` (``steps + 1, order + 1, m, w``; only the starting states,
         ``steps + 1, 1, m, w``, without ``coefficients``), loss and energy of each step; ``t``, ``C`` and the loss
         have one more entry, for the state the chunk reaches.
-    per_event : tuple of ndarray
+    per_event : flowlib.kernels.bundles.EventLog
         Time, kind, neuron, sample, side and multiplier of each event; ``events`` entries.
     """
-    per_step = (np.empty(steps + 1), np.empty(steps), np.empty((steps + 1, order + 1 if coefficients else 1, m, w)),
-                np.empty(steps + 1), np.empty(steps))
-    per_event = (np.empty(events), np.empty(events, np.int8), np.empty(events, np.int64), np.empty(events, np.int64),
-                 np.empty(events, np.int8), np.empty(events))
-    return per_step, per_event
+    return bundles.step_log(steps, order, m, w, coefficients), bundles.event_log(events)
 
 
 class _Trajectory:
@@ -354,13 +351,14 @@ class _Trajectory:
 
 
 def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selection: float, tie: str,
-                 log_clock: bool) -> tuple:
-    """The leading arguments of :func:`~flowlib.kernels.driver.integrate_chunk` (problem, order, tolerance,
-    solution concept, clock and quadrature), in its order, from checked options."""
+                 log_clock: bool) -> tuple[bundles.Network, bundles.Method]:
+    """The leading arguments of :func:`~flowlib.kernels.driver.integrate_chunk`: the problem and the method (order,
+    tolerance, solution concept, clock and quadrature) as the kernels' bundles, from checked options."""
     nodes, weights = gauss_legendre(order + 1)
-    return (problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak, problem.bias,
-            problem.train_outer, problem.weight_decay, order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock,
-            nodes, weights)
+    net = bundles.network(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak,
+                          problem.bias, problem.train_outer, problem.weight_decay)
+    return net, bundles.method(order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock,
+                               nodes, weights)
 
 
 def first_chunk_steps(n: int, m: int, w: int, order: int) -> int:
@@ -461,8 +459,8 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
                 per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
                                                      dense_output or run.eval_done < len(u_eval))
                 tick = time.perf_counter()
-                code, k, e = driver.integrate_chunk(*setup, P, active, mode, drop, now, u_end, budget_steps,
-                                                    budget_events, *per_step, *per_event)
+                code, k, e = driver.integrate_chunk(*setup, bundles.State(P, active, mode, drop, now), u_end,
+                                                    budget_steps, budget_events, per_step, per_event)
                 elapsed = time.perf_counter() - tick
                 run.add_steps(k, now[0], *per_step)
                 if e:
