@@ -47,8 +47,9 @@ from flowlib.until import Until  # noqa: E402
 from flowlib.ensemble import ensemble, random_inits  # noqa: E402
 from flowlib.ensemble_result import EnsembleResult  # noqa: E402
 from flowlib.predict import predict  # noqa: E402
+from flowlib.progress import Progress  # noqa: E402
 
 __all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlipLog", "FlowResult", "Params", "PiecewiseAffine",
-           "PiecewiseResult", "Problem", "Status", "Until", "alignment_cosines", "compare", "convergence_study",
-           "ensemble", "gradient_descent", "gradient_flow", "load", "predict", "random_inits",
+           "PiecewiseResult", "Problem", "Progress", "Status", "Until", "alignment_cosines", "compare",
+           "convergence_study", "ensemble", "gradient_descent", "gradient_flow", "load", "predict", "random_inits",
            "stochastic_gradient_descent", "warmup", "__version__"]

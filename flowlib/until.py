@@ -1,4 +1,5 @@
-"""``Until``: when a member of an ensemble stops early (or fails), the same rule for the flow and for GD."""
+"""``Until``: when a run stops early (or fails), the same rule for the flow and for gradient descent, for a run
+alone and for every member of an ensemble."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ from flowlib.problem import as_real_array
 
 @dataclass(frozen=True)
 class Until:
-    """Stop rule of :func:`flowlib.ensemble`.
+    """Stop rule (``until=``) of :func:`flowlib.gradient_flow`, :func:`flowlib.gradient_descent`,
+    :func:`flowlib.stochastic_gradient_descent` and :func:`flowlib.ensemble`.
 
-    A member stops (status ``"reached"``) at the first point where the loss has gone below ``loss_below`` and
-    ``|<linear, theta> + offset| <= tol``; give either part or both. For gradient descent both are checked at every
-    iterate; for the flow the loss is checked at the Taylor steps' boundaries and the linear condition is located
-    inside the step (bisection on the step's polynomial, to the last bit of the time). With ``deadline`` (flow time;
-    iterate ``k`` of GD sits at ``t = k lr``), a member whose loss has not gone below ``loss_below`` by then stops
-    with status ``"deadline"``.
+    A run (or a member of an ensemble) stops (status ``"reached"``) at the first point where the loss has gone
+    below ``loss_below`` and ``|<linear, theta> + offset| <= tol``; give either part or both. For gradient descent
+    both are checked at every iterate (the loss is the objective, with weight decay); for the flow the loss is
+    checked at the Taylor steps' boundaries and the linear condition is located inside the step (bisection on the
+    step's polynomial, to the last bit of the time). With ``deadline`` (flow time; iterate ``k`` of GD sits at
+    ``t = k lr``, the deadline at iterate ``round(deadline / lr)``, :meth:`deadline_iterations`), a run whose loss
+    has not gone below ``loss_below`` by then stops with status ``"deadline"``. A run alone and the same member of
+    an ensemble stop at the same point (in float64, bit for bit).
 
     Parameters
     ----------
@@ -85,10 +89,30 @@ class Until:
         return (math.nan if self.loss_below is None else self.loss_below, np.ascontiguousarray(coef), self.offset,
                 -1.0 if self.tol is None else self.tol)
 
+    def deadline_iterations(self, lr: float) -> int:
+        """The iterate of gradient descent with step ``lr`` at which the deadline falls (``-1`` without one):
+        ``deadline / lr``, rounded to the nearest integer when within ``1e-9`` relative of it (``1e4 * 0.05 / 0.05``
+        is iterate 10000, not 9999), else rounded down."""
+        if self.deadline is None:
+            return -1
+        ratio = self.deadline / float(lr)
+        return int(round(ratio)) if abs(ratio - round(ratio)) <= 1e-9 * max(1.0, ratio) else int(ratio)
+
     def to_dict(self) -> dict:
         """JSON-friendly description."""
         return {"loss_below": self.loss_below, "linear": None if self.linear is None else self.linear.tolist(),
                 "offset": self.offset, "tol": self.tol, "deadline": self.deadline}
+
+
+def check_until(until, shape: tuple[int, int]) -> Until | None:
+    """``until`` itself when it is ``None`` or an :class:`Until` that fits parameters of ``shape``; ``ValueError``
+    naming ``until`` otherwise."""
+    if until is None:
+        return None
+    if not isinstance(until, Until):
+        raise ValueError(f"until must be a flowlib.Until, got {type(until).__name__}")
+    until.kernel_arguments(shape)
+    return until
 
 
 def _real(value, name: str) -> float:
