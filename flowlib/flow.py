@@ -16,11 +16,13 @@ import numpy as np
 
 from flowlib.kernels import bundles, driver, events as kevents, status as kstatus
 from flowlib.problem import Params, Problem
+from flowlib.progress import check_callback, report
 from flowlib.result import EVENT_KINDS, Event, FlowResult
 from flowlib.running import (MAX_DPS, check_budget, check_problem_params, check_time, order_for, progress_bar,
                              sigint_flag)
 from flowlib.running import check_dps as check_integer_dps
-from flowlib.statuses import Status, status_of
+from flowlib.statuses import Status, at_time, flow_stop
+from flowlib.until import Until, check_until
 
 #: Default local tolerance of the Taylor step-size rule.
 DEFAULT_RTOL = 1e-13
@@ -140,10 +142,10 @@ def check_solution(problem: Problem, solution: str, selection, tie: str) -> floa
 
 
 def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None, *, log_t_end: float | None = None,
-                  clock: str = "auto", dps: int | None = None, rtol: float | None = None, solution: str = "filippov", selection: float | None = None,
-                  tie: str = "stay", t_eval=None, dense_output: bool = True, max_steps: int = 1_000_000,
-                  max_events: int = 100_000, progress: bool = False, callback=None,
-                  memory_budget: int = MEMORY_BUDGET) -> FlowResult:
+                  clock: str = "auto", dps: int | None = None, rtol: float | None = None, solution: str = "filippov",
+                  selection: float | None = None, tie: str = "stay", t_eval=None, dense_output: bool = True,
+                  max_steps: int = 1_000_000, max_events: int = 100_000, until: Until | None = None,
+                  progress: bool = False, callback=None, memory_budget: int = MEMORY_BUDGET) -> FlowResult:
     """Exact gradient flow ``theta' = -grad L(theta)`` from ``params0`` over ``[0, t_end]``.
 
     The flow is integrated cell by cell (fixed activation pattern) with an adaptive Taylor method; every
@@ -205,6 +207,14 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
         ``(order + 1) * m * (d + 2)`` floats per step; turn off for long runs of wide networks.
     max_steps, max_events : int
         Budgets; when one is used up the run stops with status ``"max_steps"`` / ``"max_events"``.
+    until : Until, optional
+        Stop rule (:class:`flowlib.Until`), as a member of :func:`flowlib.ensemble` applies it: the run ends with
+        status ``"reached"`` at the first point where the loss has gone below ``until.loss_below`` (compared at
+        the Taylor steps' boundaries) and the linear condition holds (located inside the step, by bisection on the
+        step's polynomial), or ``"deadline"`` when the loss has not gone below ``until.loss_below`` by
+        ``until.deadline`` (the run then integrates to the deadline first). The result (times, states, losses,
+        events, dense output, ``t_eval`` states) ends at that point; in float64 its time and state are those of the
+        same member of an ensemble, bit for bit.
     memory_budget : int
         Bytes of per-step output a float64 run may store (default :data:`MEMORY_BUDGET`, 2 GiB): the Taylor
         coefficients with ``dense_output`` (``(order + 1) m (d + 2)`` floats a step), the step boundary's state
@@ -214,8 +224,8 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     progress : bool
         Show a tqdm progress bar (needs the ``progress`` extra).
     callback : callable, optional
-        Called after every chunk as ``callback(t, n_steps, n_events)``; returning ``True`` stops the run
-        (``status="interrupted"``).
+        Called as ``callback(progress)`` with a :class:`flowlib.Progress` after every chunk (mpmath: every step);
+        a true return value stops the run (``status="interrupted"``).
 
     Returns
     -------
@@ -252,8 +262,8 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     selection = check_solution(problem, solution, selection, tie)
     max_steps = check_budget(max_steps, "max_steps")
     max_events = check_budget(max_events, "max_events")
-    if callback is not None and not callable(callback):
-        raise ValueError("callback must be callable")
+    check_callback(callback)
+    check_until(until, params0.packed().shape)
     if t_eval is None:
         t_eval = np.empty(0)
     else:
@@ -263,12 +273,16 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
             raise ValueError("t_eval must be a sorted 1-D array of times in [0, t_end]")
     log_clock = clock == "log"
     u_eval = np.log1p(t_eval) if log_clock else t_eval
+    options = {"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
+               "solution": solution, "selection": float(selection), "tie": tie, "clock": clock}
+    if until is not None:
+        options["until"] = until.to_dict()
     if dps is not None:
-        return _mp_flow(problem, params0, t_end, log_t_end, log_clock, int(dps), rtol, solution, float(selection),
-                        tie, t_eval, dense_output, max_steps, max_events, progress, callback)
+        return _mp_flow(problem, params0, t_end, log_t_end, log_clock, int(dps), rtol, t_eval, options, progress,
+                        callback, until)
 
-    return _float64_flow(problem, params0.packed(), u_end, log_clock, float(rtol), solution, selection, tie, t_eval,
-                         u_eval, dense_output, max_steps, max_events, progress, callback, memory_budget)
+    return _float64_flow(problem, params0.packed(), t_end, u_end, log_clock, float(rtol), t_eval, u_eval, options,
+                         progress, callback, until, memory_budget)
 
 
 def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coefficients: bool) \
@@ -397,39 +411,87 @@ def _flow_time(u: float, log_clock: bool) -> float:
         return float(np.expm1(u))
 
 
-def _stop_reason(code: int, interrupted: bool, run: _Trajectory, max_steps: int, max_events: int, where: str,
-                 now: float, final_loss: float = 0.0, memory: tuple[int, int] | None = None,
-                 converged_at: float = math.nan) -> tuple[Status, str] | None:
-    """Why the run stops after a chunk that returned ``code`` and ended at ``now`` with loss ``final_loss``
-    (``None``: it goes on). ``memory``: ``(memory_budget, steps it allows)`` when it caps the steps.
-    ``converged_at``: where the kernel found a square-loss flow converged to working precision (NaN if it did not;
-    the run is then a ``success`` whose message says so)."""
-    if code == kstatus.NONFINITE and not final_loss < math.inf:
-        return Status.FAILED, (f"the loss became non-finite ({'ln L' if where != 't' else 'L'} = {final_loss!r}) at "
-                               f"{where} = {now!r}; the result ends at the last finite state")
-    if code == kstatus.SUCCESS and not math.isnan(converged_at):
-        return Status.SUCCESS, kstatus.CONVERGED_MESSAGE.format(where=where, at=converged_at)
-    if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
-        outcome, message = status_of(code)
-        return outcome, message if outcome == Status.SUCCESS else f"{message} ({where} = {now!r})"
-    if interrupted:
-        return Status.INTERRUPTED, f"interrupted at {where} = {now!r}"
-    if memory is not None and run.steps >= memory[1]:
-        return Status.MAX_STEPS, (f"memory_budget = {memory[0]} bytes of stored output ({memory[1]} steps) used up "
-                                  f"at {where} = {now!r}; raise memory_budget, or turn dense_output off")
-    if run.steps >= max_steps:
-        return Status.MAX_STEPS, f"max_steps = {max_steps} used up at {where} = {now!r}"
-    if len(run.events) >= max_events:
-        return Status.MAX_EVENTS, f"max_events = {max_events} used up at {where} = {now!r}"
-    return None
+class _Watch:
+    """The stop rule :class:`flowlib.Until` along a float64 flow, checked after every chunk exactly as
+    :func:`flowlib.kernels.ensemble.flow_member` checks it (with its ``_stop_in_chunk``), so that the run alone and
+    the same member of an ensemble stop at the same time and state, bit for bit.
+
+    The loss is compared at the steps' boundaries (``ln L`` against ``ln(loss_below)`` with the log clock); once it
+    has gone below ``loss_below`` the linear condition is looked for at each step's start and end, and located
+    inside the step by bisection on its polynomial. While the loss has not gone below, the run integrates to the
+    deadline (:meth:`target`) and is judged there (:meth:`after_chunk`).
+    """
+
+    def __init__(self, until: Until, shape: tuple[int, int], log_clock: bool, setup: tuple):
+        from flowlib.kernels import ensemble as kens
+
+        self.kens = kens
+        self.loss_below, self.coef, self.offset, self.lin_tol = until.kernel_arguments(shape)
+        self.use_lin = self.lin_tol >= 0.0
+        self.below = math.isnan(self.loss_below)
+        self.watching = self.use_lin or not self.below
+        self.threshold = math.log(self.loss_below) if log_clock and self.loss_below > 0.0 else self.loss_below
+        deadline = math.inf if until.deadline is None else until.deadline
+        self.u_deadline = math.log1p(deadline) if log_clock else deadline
+        self.log_clock, self.setup = log_clock, setup
+
+    def target(self, u_end: float) -> float:
+        """Where the next chunk integrates to: the deadline while the loss has not gone below ``loss_below``."""
+        return self.u_deadline if not self.below and self.u_deadline < u_end else u_end
+
+    def after_chunk(self, code: int, k: int, e: int, at_deadline: bool, P: np.ndarray, clock: np.ndarray,
+                    per_step: tuple, per_event: tuple) -> tuple[int, int, int]:
+        """``(code, k, e)`` of a chunk of ``k`` steps and ``e`` events that returned ``code`` (``at_deadline``: its
+        target was the deadline), judged by the rule. Where the rule stops the run inside the chunk, ``P``,
+        ``clock[0]`` and the buffers are cut there (the last step shortened to the stop point, its energy
+        integrated to it, the state reached and its loss written after it) and the code is ``REACHED``."""
+        kens = self.kens
+        out_t, out_h, out_C, out_loss, out_energy = per_step
+        order = out_C.shape[1] - 1
+        if self.watching:
+            q, tau, self.below = kens._stop_in_chunk(self.coef, self.offset, self.lin_tol, self.use_lin,
+                                                     self.threshold, self.below, out_t, out_h, out_C, out_loss, k,
+                                                     order)
+            if q >= 0:
+                kept = order if self.use_lin else 0
+                kens.horner_state(out_C[q], kept, tau, P)
+                stop = out_t[q] + tau
+                if tau > 0.0:
+                    nodes, weights = self.setup[1].gl_nodes, self.setup[1].gl_weights
+                    out_energy[q] = kens._chunk_energy(out_energy, 0, out_C[q], kept, tau, out_t[q],
+                                                       self.log_clock, nodes, weights)
+                    out_h[q] = tau
+                    q += 1
+                clock[0] = out_t[q] = stop
+                out_C[q, 0] = P
+                out_loss[q] = self._loss(P)
+                return kstatus.REACHED, q, int(np.searchsorted(per_event[0][:e], stop, side="right"))
+        if code == kstatus.SUCCESS and at_deadline:
+            if out_loss[k] < self.threshold:
+                self.below = True
+                return kstatus.RUNNING, k, e
+            return kstatus.DEADLINE, k, e
+        if code == kstatus.SUCCESS and self.watching:
+            below = self.below or out_loss[k] < self.threshold
+            if below and (not self.use_lin or abs(kens._functional(self.coef, P, self.offset)) <= self.lin_tol):
+                return kstatus.REACHED, k, e
+            if not below and self.u_deadline <= clock[0]:
+                return kstatus.DEADLINE, k, e
+        return code, k, e
+
+    def _loss(self, P: np.ndarray) -> float:
+        """The loss at ``P`` as the kernel gives it for the state a chunk reaches (``ln L`` with the log clock)."""
+        Xa, y, loss_kind, c, leak, bias, train_outer, decay = self.setup[0]
+        return driver.loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P[None].copy(),
+                                 self.log_clock)[0]
 
 
-def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool, rtol: float, solution: str,
-                  selection: float, tie: str, t_eval: np.ndarray, u_eval: np.ndarray, dense_output: bool,
-                  max_steps: int, max_events: int, progress: bool, callback, memory_budget: int = MEMORY_BUDGET) \
-        -> FlowResult:
+def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, log_clock: bool, rtol: float,
+                  t_eval: np.ndarray, u_eval: np.ndarray, options: dict, progress: bool, callback,
+                  until: Until | None = None, memory_budget: int = MEMORY_BUDGET) -> FlowResult:
     """The float64 branch of :func:`gradient_flow` (arguments checked): call the kernel chunk by chunk from the
-    packed state ``P`` (advanced in place) to ``u_end`` in the integration variable, and wrap its output.
+    packed state ``P`` (advanced in place) to ``u_end`` in the integration variable (``t_end`` in flow time), and
+    wrap its output.
 
     The first chunk has 32 steps (fewer on wide networks, :func:`first_chunk_steps`) and chunks double (up to
     8192) while they take under 25 ms, so that a small problem runs in one call of the kernel and a large one still
@@ -437,7 +499,9 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     """
     order = order_for(rtol)
     n, m, w = problem.n, P.shape[0], P.shape[1]
-    setup = kernel_setup(problem, order, rtol, solution, selection, tie, log_clock)
+    dense_output, max_steps, max_events = options["dense_output"], options["max_steps"], options["max_events"]
+    setup = kernel_setup(problem, order, rtol, options["solution"], options["selection"], options["tie"], log_clock)
+    watch = None if until is None else _Watch(until, P.shape, log_clock, setup)
     active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
     # the time, where the flow converged to working precision (if it does), the largest inclusion residual
@@ -449,28 +513,35 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
     memory = (memory_budget, memory_steps) if memory_steps < max_steps else None
     step_cap = min(max_steps, memory_steps)
     bar = progress_bar(progress, u_end, "gradient flow" + (" (clock ln(1+t))" if log_clock else ""))
-    where = "ln(1+t)" if log_clock else "t"
     started = time.perf_counter()
     try:
         with sigint_flag() as interrupted:
             while True:
+                target = u_end if watch is None else watch.target(u_end)
                 budget_steps = min(chunk_steps, step_cap - run.steps)
                 budget_events = min(_CHUNK_EVENTS, max_events - len(run.events))
                 per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
-                                                     dense_output or run.eval_done < len(u_eval))
+                                                     dense_output or run.eval_done < len(u_eval)
+                                                     or (watch is not None and watch.use_lin))
                 tick = time.perf_counter()
-                code, k, e = driver.integrate_chunk(*setup, bundles.State(P, active, mode, drop, now), u_end,
+                code, k, e = driver.integrate_chunk(*setup, bundles.State(P, active, mode, drop, now), target,
                                                     budget_steps, budget_events, per_step, per_event)
                 elapsed = time.perf_counter() - tick
+                if watch is not None:
+                    code, k, e = watch.after_chunk(code, k, e, target < u_end, P, now, per_step, per_event)
                 run.add_steps(k, now[0], *per_step)
                 if e:
                     run.add_events(e, *per_event)
                 if bar is not None:
                     bar.update(now[0] - bar.n)
-                stop_requested = bool(callback(_flow_time(now[0], log_clock), run.steps, len(run.events))) \
-                    if callback else False
-                stop = _stop_reason(code, interrupted["set"] or stop_requested, run, max_steps, max_events, where,
-                                    float(now[0]), float(per_step[3][k]), memory, float(now[1]))
+                flow_time = _flow_time(now[0], log_clock)
+                stop_requested = report(callback, "flow", flow_time, t_end, run.steps, len(run.events))
+                stop = flow_stop(code, where=_where(flow_time, now[0], log_clock),
+                                 interrupted_now=interrupted["set"] or stop_requested, steps=run.steps,
+                                 events=len(run.events), max_steps=max_steps, max_events=max_events,
+                                 loss=float(per_step[3][k]), log_clock=log_clock, memory=memory,
+                                 converged=None if math.isnan(now[1]) else
+                                 _where(_flow_time(now[1], log_clock), now[1], log_clock))
                 if stop is not None:
                     break
                 chunk_steps = next_chunk_steps(chunk_steps, k, elapsed)
@@ -478,10 +549,12 @@ def _float64_flow(problem: Problem, P: np.ndarray, u_end: float, log_clock: bool
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - started
-    return _flow_result(problem, run, P, stop, t_eval, rtol, wall,
-                        {"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
-                         "solution": solution, "selection": selection, "tie": tie,
-                         "clock": "log" if log_clock else "t"}, float(now[2]))
+    return _flow_result(problem, run, P, stop, t_eval, rtol, wall, options, float(now[2]))
+
+
+def _where(t, u, log_clock: bool) -> str:
+    """Where a flow stopped, at flow time ``t`` (``u`` in the integration variable), as the messages say it."""
+    return at_time(t, u if log_clock else None)
 
 
 def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, stop: tuple[Status, str], t_eval: np.ndarray,
@@ -516,8 +589,8 @@ def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, stop: tuple[
         order=order, rtol=rtol, wall_s=wall, options=options, inclusion_residual=inclusion)
 
 
-def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, solution, selection, tie, t_eval,
-             dense_output, max_steps, max_events, progress, callback) -> FlowResult:
+def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, t_eval, options, progress, callback,
+             until) -> FlowResult:
     """The ``dps=`` branch of :func:`gradient_flow`: run :func:`flowlib.mp.flow.integrate`, wrap its output."""
     from mpmath import mp, mpf
 
@@ -538,10 +611,12 @@ def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, solution,
         else:
             u_end = mp.log1p(mpf(t_end)) if log_t_end is None else mpf(log_t_end) + mp.log1p(mp.exp(-mpf(log_t_end)))
             u_eval = [mp.log1p(mpf(x)) for x in t_eval]
+    dense_output = options["dense_output"]
     run = mpflow.integrate(problem, params0.packed(), u_end, dps=dps, rtol=tol, order=order,
-                           caratheodory=solution == "caratheodory", selection=selection, tie_leave=tie == "leave",
-                           t_eval=u_eval, max_steps=max_steps, max_events=max_events, progress=progress,
-                           callback=callback, log_clock=log_clock)
+                           caratheodory=options["solution"] == "caratheodory", selection=options["selection"],
+                           tie_leave=options["tie"] == "leave", t_eval=u_eval, max_steps=options["max_steps"],
+                           max_events=options["max_events"], progress=progress, callback=callback,
+                           log_clock=log_clock, until=until, total=t_end)
     with mp.workdps(dps):
         if log_clock:
             run.events = [(mp.expm1(t), *rest) for t, *rest in run.events]
@@ -562,13 +637,11 @@ def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, solution,
     return FlowResult(
         problem=problem, t=objects(run.t, (len(run.t),)), states=objects(run.states, (len(run.states), m, w)),
         loss=objects(run.loss, (len(run.loss),)), energy=objects(run.energy, (n_steps,)), events=events,
-        status=Status(run.outcome), message=run.message,
+        status=run.status, message=run.message,
         coefficients=objects(run.coefficients, (n_steps, order + 1, m, w)) if dense_output else None,
         t_eval=objects([mpf(x) for x in t_eval[: len(run.eval_states)]], (len(run.eval_states),)),
         states_eval=objects(run.eval_states, (len(run.eval_states), m, w)),
         order=order, rtol=float(tol), wall_s=run.wall_s, dps=dps, clock="log" if log_clock else "t",
         inclusion_residual=float(run.inclusion),
         s=None if s_grid is None else objects(s_grid, (len(s_grid),)), log_loss=objects(log_loss, (len(log_loss),)),
-        options={"max_steps": max_steps, "max_events": max_events, "dense_output": dense_output,
-                 "solution": solution, "selection": selection, "tie": tie, "rtol": str(tol),
-                 "clock": "log" if log_clock else "t"})
+        options={**options, "rtol": str(tol)})

@@ -18,6 +18,7 @@ from flowlib.kernels import constants, pwa, status as kstatus
 from flowlib.problem import as_real_array
 from flowlib.reprs import Summarised
 from flowlib.result import EVENT_KINDS, Status
+from flowlib.statuses import at_time, ended, used_up
 
 
 @dataclass(frozen=True)
@@ -276,10 +277,7 @@ class PiecewiseAffine:
                 continue
             break
         wall = time.perf_counter() - started
-        outcome, message = _OUTCOMES[code]
-        message = message.format(max_steps=max_steps, max_events=max_events)
-        if outcome != Status.SUCCESS:
-            message += f" (t = {float(carried.clock[0])!r})"
+        outcome, message = _stop(code, at_time(float(carried.clock[0])), max_steps, max_events)
         out_t = np.concatenate([part[0] for part in steps])
         out_X = np.concatenate([part[1] for part in steps])
         out_h = np.concatenate([part[2] for part in steps])
@@ -338,11 +336,20 @@ _TIES = {"stay": constants.TIE_STAY, "leave": constants.TIE_LEAVE}
 _FIRST_CHUNK = 256
 _MAX_CHUNK = 1 << 16
 _CHUNK_EVENTS = 4096
-_OUTCOMES = {kstatus.SUCCESS: (Status.SUCCESS, "reached t_end"),
-             kstatus.RUNNING: (Status.MAX_STEPS, "max_steps = {max_steps} used up"),
-             kstatus.MAX_EVENTS: (Status.MAX_EVENTS, "max_events = {max_events} used up"),
-             kstatus.NONFINITE: (Status.FAILED, "the state became non-finite; the result ends at the last finite "
-                                                "state"),
-             kstatus.NO_PROGRESS: (Status.FAILED, "the step size underflowed"),
-             kstatus.NO_CONSISTENT: (Status.FAILED, "no consistent configuration of the surfaces met"),
-             kstatus.TOO_MANY_SURFACES: (Status.FAILED, "more than 8 surfaces met at once")}
+#: The failures of a switched system in its own words (a state and surfaces, not neurons on hyperplanes); the
+#: status of every code is that of the one table, :data:`flowlib.statuses.KERNEL_STATUS`.
+_FAILURES = {kstatus.NONFINITE: "the state became non-finite; the result ends at the last finite state",
+             kstatus.NO_PROGRESS: "the step size underflowed",
+             kstatus.NO_CONSISTENT: "no consistent configuration of the surfaces met",
+             kstatus.TOO_MANY_SURFACES: "more than 8 surfaces met at once"}
+
+
+def _stop(code: int, where: str, max_steps: int, max_events: int) -> tuple[Status, str]:
+    """Status and message of a run whose last chunk returned ``code`` at ``where`` (``RUNNING``: the step budget
+    ended it)."""
+    if code == kstatus.RUNNING:
+        return used_up("max_steps", max_steps, where)
+    if code == kstatus.MAX_EVENTS:
+        return used_up("max_events", max_events, where)
+    outcome, message = ended(code, where)
+    return (outcome, f"{_FAILURES[code]} ({where})") if code in _FAILURES else (outcome, message)

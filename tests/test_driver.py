@@ -36,8 +36,8 @@ def test_ctrl_c_returns_partial_result(os_case, python_sigint_handler):
     prob, p0 = os_case
     calls = []
 
-    def press_ctrl_c(t, n_steps, n_events):
-        calls.append(t)
+    def press_ctrl_c(progress):
+        calls.append(progress.done)
         if len(calls) == 2:
             os.kill(os.getpid(), signal.SIGINT)
 
@@ -60,14 +60,14 @@ def test_ctrl_c_returns_partial_result(os_case, python_sigint_handler):
 def test_ctrl_c_in_the_first_chunk_and_handler_restored_on_error(os_case, python_sigint_handler):
     prob, p0 = os_case
 
-    def press_ctrl_c(t, n_steps, n_events):
+    def press_ctrl_c(progress):
         os.kill(os.getpid(), signal.SIGINT)
 
     res = fl.gradient_flow(prob, p0, 1e4, callback=press_ctrl_c)
     assert res.status == "interrupted" and res.n_steps == flow._FIRST_CHUNK_STEPS  # the first chunk is covered too
     assert_consistent(res)
 
-    def fail(t, n_steps, n_events):
+    def fail(progress):
         raise RuntimeError("callback failed")
 
     with pytest.raises(RuntimeError, match="callback failed"):
@@ -89,7 +89,7 @@ def test_first_chunk_is_short_on_wide_networks():
     first = flow.first_chunk_steps(n, m, d + 2, 16)
     assert 1 <= first < flow._FIRST_CHUNK_STEPS
     seen = []
-    res = fl.gradient_flow(prob, p0, 1e3, max_steps=2 * first + 3, callback=lambda t, k, e: seen.append(k))
+    res = fl.gradient_flow(prob, p0, 1e3, max_steps=2 * first + 3, callback=lambda p: seen.append(p.steps))
     assert seen[0] == first
     longer = fl.gradient_flow(prob, p0, 1e3, max_steps=2 * first + 9)  # other chunk boundaries, same steps
     np.testing.assert_array_equal(longer.t[: len(res.t)], res.t)
@@ -98,7 +98,7 @@ def test_first_chunk_is_short_on_wide_networks():
 
 def test_callback_can_stop(os_case):
     prob, p0 = os_case
-    res = fl.gradient_flow(prob, p0, 1e4, callback=lambda t, k, e: True)
+    res = fl.gradient_flow(prob, p0, 1e4, callback=lambda progress: True)
     assert res.status == "interrupted" and res.n_steps > 0
     assert_consistent(res)
 

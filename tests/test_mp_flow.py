@@ -156,7 +156,7 @@ def test_budgets_and_callback_stop_the_mpmath_run():
     prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)
     res = fl.gradient_flow(prob, p0, 1000.0, dps=30, max_steps=3)
     assert res.status == "max_steps" and res.n_steps == 3
-    res = fl.gradient_flow(prob, p0, 1000.0, dps=30, callback=lambda t, steps, events: steps >= 2)
+    res = fl.gradient_flow(prob, p0, 1000.0, dps=30, callback=lambda progress: progress.steps >= 2)
     assert res.status == "interrupted" and res.n_steps == 2
 
 

@@ -19,26 +19,26 @@ from dataclasses import dataclass, field
 
 from mpmath import mp, mpf
 
+from flowlib.kernels import status as kstatus
 from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, NOISE_BAND
-from flowlib.kernels.status import CONVERGED_MESSAGE
 from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
 from flowlib.mp.series import LOSS_SQUARE, MPData, horner, loss_value, preactivations, residual_weights, slopes, \
     taylor_coefficients, state_at, velocity_energy, velocity_energy_log
+from flowlib.progress import report
 from flowlib.running import StepInterrupted, progress_bar, sigint_flag
+from flowlib.statuses import Status, at_time, flow_stop
 
 FREE, HELD, VOID = 0, 1, 2
 DROP_NONE, DROP_CROSSED, DROP_RELEASED = 0, 1, 2
 
-#: Outcomes (names of :class:`flowlib.Status` plus a message), set on :attr:`MPRun.outcome`.
-SUCCESS, INTERRUPTED, MAX_STEPS, MAX_EVENTS, FAILED, NO_CARATHEODORY = (
-    "success", "interrupted", "max_steps", "max_events", "failed", "no_caratheodory_solution")
-
 
 @dataclass
 class MPRun:
-    """What an mpmath run produced (mpf numbers throughout); see :class:`flowlib.FlowResult` for the meaning."""
+    """What an mpmath run produced (mpf numbers throughout); see :class:`flowlib.FlowResult` for the meaning. Its
+    ``status`` and ``message`` come from the table of :mod:`flowlib.statuses`, composed as the float64 driver
+    composes them (:func:`flowlib.statuses.flow_stop`)."""
 
     t: list = field(default_factory=list)
     states: list = field(default_factory=list)
@@ -47,7 +47,7 @@ class MPRun:
     coefficients: list = field(default_factory=list)
     events: list = field(default_factory=list)
     eval_states: list = field(default_factory=list)
-    outcome: str = SUCCESS
+    status: Status = Status.SUCCESS
     message: str = "reached t_end"
     wall_s: float = 0.0
     inclusion: object = 0.0
@@ -240,7 +240,7 @@ class _Integrator:
         top = _max_abs(C[K])
         below = _max_abs(C[K - 1])
         if not (mp.isfinite(top) and mp.isfinite(below)):
-            raise _Stop(FAILED, "the Taylor coefficients of the step became non-finite")
+            raise _Stop(kstatus.NONFINITE)
         size = max(abs(x) for row in C[0] for x in row) or mpf(1)
         h = _taylor_step(size, below, top, K)
         remaining = t_end - self.t
@@ -249,7 +249,7 @@ class _Integrator:
         if final:
             h = remaining
         if not h > 0 or self.t + h == self.t:
-            raise _Stop(FAILED, "the step size underflowed: no progress in time")
+            raise _Stop(kstatus.NO_PROGRESS)
         exits = {}
         for slot, (i, j) in enumerate(slots):
             if dependent[slot]:
@@ -297,10 +297,10 @@ class _Integrator:
         else:
             record = (self.t, h, C, loss_value(data, self.P, self.S), velocity_energy(C, h))
         if not (record[3] < mp.inf and mp.isfinite(record[4])):  # ln L = -inf is an exact zero loss
-            raise _Stop(FAILED, "the loss or the step's energy became non-finite")
+            raise _Stop(kstatus.NONFINITE)
         state = state_at(C, h)
         if not mp.isfinite(_max_abs(state)):
-            raise _Stop(FAILED, "the state became non-finite")
+            raise _Stop(kstatus.NONFINITE)
         self.P = state
         self._project(per_neuron)
         self.t = t_end if final else self.t + h
@@ -453,9 +453,12 @@ def _max_abs(rows):
 
 
 class _Stop(Exception):
-    def __init__(self, outcome, message):
-        super().__init__(message)
-        self.outcome, self.message = outcome, message
+    """The run cannot go on: ``code`` is the kernel's code of the same failure (:mod:`flowlib.kernels.status`),
+    whose status and message :data:`flowlib.statuses.KERNEL_STATUS` gives."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
 
 
 def _taylor_step(size, below, top, K):
@@ -469,13 +472,19 @@ def _taylor_step(size, below, top, K):
 
 
 def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, tie_leave, t_eval, max_steps,
-              max_events, progress, callback, log_clock=False) -> MPRun:
+              max_events, progress, callback, log_clock=False, until=None, total=None) -> MPRun:
     """Run the mpmath flow; arguments are checked by :func:`flowlib.gradient_flow`.
 
     ``P0`` is the packed float64 state, ``t_end``/``t_eval``/``selection``/``rtol`` are converted exactly to mpf
     (pass strings or mpf for values that are not binary fractions). With ``log_clock`` the integration variable is
     ``s = ln(1 + t)``: ``t_end`` and ``t_eval`` are then values of ``s``, and so are the run's times and event
-    times; ``loss`` holds ``ln L``.
+    times; ``loss`` holds ``ln L``. The callback, the messages and the stop rule ``until``
+    (:class:`flowlib.Until`) see the flow time ``t`` all the same; ``total`` is the ``t_end`` the callback is
+    shown (default: ``t_end``).
+
+    The loop is the float64 driver's with a chunk of one step: after every step the stop rule is looked for
+    inside it (:class:`_Watch`), the callback is called, and :func:`flowlib.statuses.flow_stop` says whether and
+    why the run ends.
     """
     run = MPRun()
     started = time.perf_counter()
@@ -486,67 +495,186 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
         t_eval = [mpf(x) for x in t_eval]
         engine = _Integrator(data, P, order, mpf(rtol), caratheodory,
                              mpf(selection) if selection is not None else None, tie_leave, log_clock)
+        watch = None if until is None else _Watch(until, (len(P), len(P[0])), log_clock)
+
+        def flow_time(u):
+            return mp.expm1(u) if log_clock else u
+
+        def where(u):
+            return at_time(flow_time(u), u if log_clock else None)
+
         eval_done = 0
         while eval_done < len(t_eval) and t_eval[eval_done] <= 0:
             run.eval_states.append([list(row) for row in P])
             eval_done += 1
+        total = float(flow_time(t_end)) if total is None else total
         bar = progress_bar(progress, float(t_end), f"gradient flow (mpmath, {dps} digits)")
-        steps = 0
+        steps, discarded = 0, False
         try:
             with sigint_flag() as interrupted:
                 while True:
-                    if engine.t >= t_end:
-                        break
-                    if steps >= max_steps:
-                        run.outcome, run.message = MAX_STEPS, f"max_steps = {max_steps} used up at t = {engine.t}"
-                        break
-                    if len(engine.events) >= max_events:
-                        run.outcome, run.message = MAX_EVENTS, f"max_events = {max_events} used up at t = {engine.t}"
-                        break
-                    if interrupted["set"] or (callback and callback(float(engine.t), steps, len(engine.events))):
-                        run.outcome, run.message = INTERRUPTED, f"interrupted at t = {engine.t}"
-                        break
-                    saved = engine.snapshot()
-                    try:
-                        interrupted["raise"] = True
-                        what, payload = _one_instant(engine, t_end, data.n * len(P) + 1)
-                        interrupted["raise"] = False
-                    except StepInterrupted:
-                        interrupted["raise"] = False
-                        engine.restore(saved)
-                        run.outcome, run.message = INTERRUPTED, f"interrupted at t = {engine.t} (the step under " \
-                                                                "way was discarded)"
-                        break
-                    except _Stop as stop:
-                        interrupted["raise"] = False
-                        run.outcome, run.message = stop.outcome, f"{stop.message} (t = {engine.t})"
-                        break
-                    t0, h, C, loss0, energy = payload
-                    run.inclusion = max(run.inclusion, engine.step_inclusion)
-                    run.t.append(t0)
-                    run.states.append([list(row) for row in C[0]])
-                    run.loss.append(loss0)
-                    run.energy.append(energy)
-                    run.coefficients.append(C)
-                    steps += 1
-                    while eval_done < len(t_eval) and t_eval[eval_done] <= engine.t:
-                        run.eval_states.append(state_at(C, min(t_eval[eval_done] - t0, h)))
-                        eval_done += 1
+                    target = t_end if watch is None else watch.target(t_end)
+                    code = kstatus.SUCCESS if engine.t >= target else kstatus.RUNNING
+                    if code == kstatus.RUNNING:
+                        saved = engine.snapshot()
+                        try:
+                            interrupted["raise"] = True
+                            what, payload = _one_instant(engine, target, data.n * len(P) + 1)
+                            interrupted["raise"] = False
+                        except StepInterrupted:
+                            interrupted["raise"] = False
+                            engine.restore(saved)
+                            discarded = True
+                            payload = None
+                        except _Stop as stop:
+                            interrupted["raise"] = False
+                            code, payload = stop.code, None
+                        if payload is not None:
+                            stop_inside = None if watch is None else watch.inside(payload)
+                            if stop_inside is not None:
+                                payload = _cut(engine, payload, stop_inside)
+                            t0, h, C, loss0, energy = payload
+                            if h > 0 or stop_inside is None:
+                                run.inclusion = max(run.inclusion, engine.step_inclusion)
+                                run.t.append(t0)
+                                run.states.append([list(row) for row in C[0]])
+                                run.loss.append(loss0)
+                                run.energy.append(energy)
+                                run.coefficients.append(C)
+                                steps += 1
+                            while eval_done < len(t_eval) and t_eval[eval_done] <= engine.t:
+                                run.eval_states.append(state_at(C, min(t_eval[eval_done] - t0, h)))
+                                eval_done += 1
+                            if stop_inside is not None:
+                                code = kstatus.REACHED
+                            elif engine.t >= target:
+                                code = kstatus.SUCCESS
+                    if watch is not None and code == kstatus.SUCCESS:
+                        code = watch.at_end(code, target < t_end, _loss_now(engine), engine.P, engine.t)
                     if bar is not None:
                         bar.update(float(engine.t) - bar.n)
+                    asked = not discarded and report(callback, "flow", float(flow_time(engine.t)), total, steps,
+                                                     len(engine.events))
+                    end = flow_stop(code, where=where(engine.t), interrupted_now=interrupted["set"] or asked,
+                                    steps=steps, events=len(engine.events), max_steps=max_steps,
+                                    max_events=max_events,
+                                    loss=_loss_now(engine) if code == kstatus.NONFINITE else 0.0,
+                                    log_clock=log_clock, converged=None if engine.converged_at is None
+                                    else where(engine.converged_at))
+                    if end is not None:
+                        run.status, run.message = end
+                        if discarded:
+                            run.message += " (the step under way was discarded)"
+                        break
         finally:
             if bar is not None:
                 bar.close()
-        if engine.converged_at is not None and run.outcome == SUCCESS:
-            run.message = CONVERGED_MESSAGE.format(where="ln(1+t)" if log_clock else "t", at=engine.converged_at)
         run.t.append(engine.t)
         run.states.append([list(row) for row in engine.P])
-        final_loss = loss_value(data, engine.P, engine.S)
-        run.loss.append(mp.log(final_loss) if log_clock else final_loss)
+        run.loss.append(_loss_now(engine))
         run.events = engine.events
         run.eval_states = run.eval_states[:eval_done]
     run.wall_s = time.perf_counter() - started
     return run
+
+
+def _loss_now(engine: _Integrator):
+    """The loss at the engine's state (``ln L`` with the log clock)."""
+    loss = loss_value(engine.data, engine.P, engine.S)
+    return mp.log(loss) if engine.log_clock else loss
+
+
+def _cut(engine: _Integrator, record: tuple, tau) -> tuple:
+    """End the run ``tau`` into the step ``record`` just taken (:meth:`_Watch.inside` found the stop rule met
+    there): the engine goes to that state and time and forgets the events after it; returns the record of the
+    step's part that was kept (``h = tau``, its energy integrated to ``tau``), as
+    :func:`flowlib.kernels.ensemble.flow_member` keeps it."""
+    t0, h, C, loss0, energy = record
+    engine.P = state_at(C, tau)
+    engine.t = t0 + tau
+    del engine.events[sum(1 for event in engine.events if event[0] <= engine.t):]
+    if tau > 0:
+        energy = velocity_energy_log(C, tau, t0) if engine.log_clock else velocity_energy(C, tau)
+    return t0, tau, C, loss0, energy
+
+
+class _Watch:
+    """The stop rule :class:`flowlib.Until` along an mpmath flow: the checks of
+    :func:`flowlib.kernels.ensemble.flow_member` (and its ``_stop_in_chunk``) on mpf numbers, one step at a time.
+
+    The loss is compared at every step's start; once it has gone below ``loss_below`` the linear condition
+    ``|<coef, theta> + offset| <= tol`` is looked for at the step's start, then at its end, and where it holds
+    at the end but not at the start its first point inside is found by bisection on the step's polynomial, to
+    the last bit of the working precision. Times are in the integration variable (``s = ln(1 + t)`` with the log
+    clock; the loss is then ``ln L``, compared with ``ln(loss_below)``).
+    """
+
+    def __init__(self, until, shape: tuple[int, int], log_clock: bool):
+        loss_below, coef, offset, tol = until.kernel_arguments(shape)
+        self.use_lin = tol >= 0.0
+        self.below = loss_below != loss_below  # no loss threshold: "below" from the start
+        self.watching = self.use_lin or not self.below
+        threshold = mpf(loss_below)
+        self.threshold = mp.log(threshold) if log_clock and threshold > 0 else threshold
+        # the nonzero coefficients, in the kernel's order (row by row); a zero term adds nothing
+        self.terms = [(j, q, mpf(float(coef[j, q]))) for j in range(shape[0]) for q in range(shape[1])
+                      if coef[j, q] != 0.0]
+        self.offset, self.tol = mpf(offset), mpf(tol)
+        deadline = mp.inf if until.deadline is None else mpf(until.deadline)
+        self.u_deadline = mp.log1p(deadline) if log_clock else deadline
+
+    def target(self, u_end):
+        """Where to integrate to next: the deadline while the loss has not gone below ``loss_below``."""
+        return self.u_deadline if not self.below and self.u_deadline < u_end else u_end
+
+    def _functional(self, state, offset):
+        acc = offset
+        for j, q, c in self.terms:
+            acc += c * state[j][q]
+        return acc
+
+    def inside(self, record):
+        """``tau`` in ``[0, h]`` where the run stops inside the step ``record``, or None."""
+        if not self.watching:
+            return None
+        t0, h, C, loss0, energy = record
+        if not self.below and loss0 < self.threshold:
+            self.below = True
+        if not self.below:
+            return None
+        if not self.use_lin or abs(self._functional(C[0], self.offset)) <= self.tol:
+            return mpf(0)
+        g = [self._functional(Ck, mpf(0)) for Ck in C]
+        if abs(horner(g, h) + self.offset) > self.tol:
+            return None
+        lo, hi = mpf(0), h
+        for _ in range(mp.prec + 64):
+            mid = (lo + hi) / 2
+            if mid <= lo or mid >= hi:
+                break
+            if abs(horner(g, mid) + self.offset) <= self.tol:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def at_end(self, code: int, at_deadline: bool, loss, state, u) -> int:
+        """The code of a run that reached its target ``u`` with ``loss`` at ``state``: at the deadline, on
+        (``RUNNING``, the loss has gone below ``loss_below``) or ``DEADLINE``; at ``t_end``, ``REACHED`` when the
+        rule holds there, ``DEADLINE`` when the deadline has passed without the loss going below, else ``code``."""
+        if at_deadline:
+            if loss < self.threshold:
+                self.below = True
+                return kstatus.RUNNING
+            return kstatus.DEADLINE
+        if not self.watching:
+            return code
+        below = self.below or loss < self.threshold
+        if below and (not self.use_lin or abs(self._functional(state, self.offset)) <= self.tol):
+            return kstatus.REACHED
+        if not below and self.u_deadline <= u:
+            return kstatus.DEADLINE
+        return code
 
 
 def _one_instant(engine: _Integrator, t_end, max_releases):
@@ -555,14 +683,12 @@ def _one_instant(engine: _Integrator, t_end, max_releases):
         try:
             what, payload = engine.step(t_end)
         except mpevents.NoCaratheodory:
-            raise _Stop(NO_CARATHEODORY, "the selection pushes the state back into a surface it cannot stay on "
-                                         "(sliding): no Caratheodory solution continues") from None
+            raise _Stop(kstatus.NO_CARATHEODORY) from None
         except mpevents.NoConsistentConfiguration:
-            raise _Stop(FAILED, "a neuron on several hyperplanes at once has no configuration consistent with "
-                                "its own field") from None
+            raise _Stop(kstatus.NO_CONSISTENT) from None
         except mpevents.TooManySurfaces:
-            raise _Stop(FAILED, "a neuron sits on too many hyperplanes at once") from None
+            raise _Stop(kstatus.TOO_MANY_SURFACES) from None
         if what == "step":
             return what, payload
         engine.resolve(set(payload), payload if what == "release" else {})
-    raise _Stop(FAILED, "releases at one instant did not end: no progress in time")
+    raise _Stop(kstatus.NO_PROGRESS)  # releases at one instant did not end

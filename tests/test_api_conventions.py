@@ -1,0 +1,132 @@
+"""The mpmath flow driver says what the float64 one says (flow time ``t``, the same messages from one status table),
+and ``until=`` stops a flow alone where closed forms say."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from mpmath import mp, mpf
+
+import flowlib as fl
+from flowlib import examples
+from flowlib.kernels import status as kstatus
+from flowlib.statuses import KERNEL_STATUS, Status, at_time, ended, status_of
+
+
+def _linear_neuron():
+    """One sample ``x = 1``, target ``y = 2``, one ReLU neuron with ``a = 1`` fixed and ``w0 = 0.5``: ``w x > 0``
+    throughout, so the flow is linear. The residual ``r = w - 2`` obeys ``r' = -r``: ``w(t) = 2 - 1.5 e^-t`` and
+    ``L(t) = r(t)^2 / 2``."""
+    prob = fl.Problem(X=[[1.0]], y=[2.0], loss="square", bias=False, train_outer=False)
+    return prob, fl.Params(W=[[0.5]], b=None, a=[1.0])
+
+
+def _numbers_out(message: str) -> str:
+    """The message with every number replaced by ``#`` (the wording, not the digits of either backend)."""
+    return re.sub(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[-+]?inf", "#", message)
+
+
+# ----- the mpmath driver says what the float64 one says ---------------------------------------------------------------
+def test_log_clock_callback_sees_the_flow_time_in_both_backends():
+    small = fl.Problem(X=[[1.0], [-1.0]], y=[1.0, -1.0], loss="logistic", bias=False, train_outer=True)
+    s0 = fl.Params(W=[[0.5]], b=None, a=[0.5])
+    seen = {None: [], 30: []}
+    runs = {dps: fl.gradient_flow(small, s0, 50.0, clock="log", dps=dps, callback=seen[dps].append)
+            for dps in seen}
+    for dps, res in runs.items():
+        assert res.clock == "log" and seen[dps][-1].done == seen[dps][-1].total == 50.0
+        assert {p.done for p in seen[dps]} <= {float(t) for t in res.t}  # step boundaries, in flow time
+    assert [p.done for p in seen[30]] == [float(t) for t in runs[30].t[1:]]  # after every step
+
+
+@pytest.mark.parametrize("stop", [{"max_steps": 3}, {"max_events": 1}, {"callback": "stop"}])
+@pytest.mark.parametrize("clock", ["t", "log"])
+def test_budget_and_interrupt_messages_read_the_same_in_both_backends(stop, clock):
+    """Same words from :mod:`flowlib.statuses`; the numbers are the flow time ``t`` (with the log clock also
+    ``ln(1+t)``) at which each run ended."""
+    prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)  # sticks on a kink early
+    kwargs = dict(stop)
+    if "callback" in kwargs:
+        kwargs["callback"] = lambda progress: True
+    messages = {}
+    for dps in (None, 20):
+        # a horizon the float64 run does not reach in its first chunk, whose end the callback stops
+        res = fl.gradient_flow(prob, p0, 1e4 if clock == "t" else 1e300, clock=clock, dps=dps, **kwargs)
+        t = res.t[-1]
+        assert res.status == {"max_steps": "max_steps", "max_events": "max_events", "callback": "interrupted"}[
+            next(iter(stop))]
+        with mp.workdps(dps or 16):
+            where = at_time(t, res.s[-1] if clock == "log" else None) if dps else \
+                at_time(float(t), float(res.s[-1]) if clock == "log" else None)
+        assert res.message.endswith(f"at {where}"), res.message
+        messages[dps] = _numbers_out(res.message)
+    assert messages[None] == messages[20]
+
+
+def test_failures_come_from_the_one_table_in_both_backends():
+    """The Caratheodory solution cannot follow a sliding flow: both backends stop there with the table's words."""
+    prob, p0 = examples.sliding_two_points(1e-3)
+    outcome, words = status_of(kstatus.NO_CARATHEODORY)
+    for dps in (None, 25):
+        res = fl.gradient_flow(prob, p0, 20.0, dps=dps, solution="caratheodory")
+        assert res.status == outcome == Status.NO_CARATHEODORY_SOLUTION
+        with mp.workdps(dps or 16):
+            assert res.message == f"{words} ({at_time(res.t[-1])})"
+
+
+def test_every_mpmath_failure_is_a_code_of_the_table(monkeypatch):
+    """The mpmath engine's failures carry the kernels' codes; the message is the table's, at the time reached."""
+    from flowlib.mp import flow as mpflow
+
+    prob, p0 = _linear_neuron()
+    for code in (kstatus.NONFINITE, kstatus.NO_PROGRESS, kstatus.NO_CONSISTENT, kstatus.TOO_MANY_SURFACES,
+                 kstatus.NO_CARATHEODORY):
+        def fail(engine, t_end, max_releases, code=code):
+            raise mpflow._Stop(code)
+
+        monkeypatch.setattr(mpflow, "_one_instant", fail)
+        res = fl.gradient_flow(prob, p0, 1.0, dps=20)
+        assert (res.status, res.message) == ended(code, "t = 0.0") and code in KERNEL_STATUS
+
+
+# ----- until= for a flow alone ----------------------------------------------------------------------------------------
+def test_flow_reaches_a_linear_condition_at_the_closed_form_time():
+    """``|w - 2| <= 1e-3`` first holds at ``t* = ln(1500)`` (``w = 2 - 1.5 e^-t``), located inside the step."""
+    prob, p0 = _linear_neuron()
+    rule = fl.Until(linear=[[1.0, 0.0, 0.0]], offset=-2.0, tol=1e-3)
+    res = fl.gradient_flow(prob, p0, 20.0, until=rule)
+    assert res.status == "reached" and res.message == f"met the stop rule (until) (t = {res.t_final!r})"
+    assert abs(res.t_final - math.log(1500.0)) <= 1e-12
+    assert abs(res.states[-1, 0, 0] - (2.0 - 1e-3)) <= 1e-14
+    assert res.t[-2] < res.t_final and res.params_at(res.t_final).W[0, 0] == pytest.approx(2.0 - 1e-3, abs=1e-14)
+    plain = fl.gradient_flow(prob, p0, 20.0)
+    n = res.n_steps
+    np.testing.assert_array_equal(res.t[:-1], plain.t[:n])  # the steps before the stop are the plain run's
+    np.testing.assert_array_equal(res.coefficients, plain.coefficients[:n])
+    with mp.workdps(40):  # the mpmath run to its own precision
+        deep = fl.gradient_flow(prob, p0, 20.0, dps=40, until=rule)
+        # w = 2 - tol exactly, with the float64 tol = 1e-3 + 2.1e-20 taken exactly
+        assert deep.status == "reached" and abs(deep.t[-1] - mp.log(mpf(1.5) / mpf(1e-3))) <= mpf("1e-30")
+
+
+def test_flow_loss_threshold_and_deadline_in_both_backends():
+    """``L(t) = 1.125 e^-2t``: the loss threshold is met at the first step boundary past the closed-form time; a
+    threshold not met by the deadline ends the run at the deadline, with the closed-form state."""
+    prob, p0 = _linear_neuron()
+    threshold = 1e-3
+    t_star = 0.5 * math.log(1.125 / threshold)
+    for dps in (None, 20):
+        res = fl.gradient_flow(prob, p0, 20.0, dps=dps, until=fl.Until(loss_below=threshold))
+        plain = fl.gradient_flow(prob, p0, 20.0, dps=dps)
+        q = res.n_steps
+        assert res.status == "reached" and res.t[-1] == plain.t[q] and res.t[-2] == plain.t[q - 1]
+        assert float(res.t[-2]) < t_star < float(res.t[-1])  # the first boundary past t*
+        assert res.loss[-1] < threshold <= plain.loss[q - 1]
+        late = fl.gradient_flow(prob, p0, 20.0, dps=dps, until=fl.Until(loss_below=threshold, deadline=1.0))
+        assert late.status == "deadline" and late.t[-1] == 1.0
+        with mp.workdps(dps or 16):
+            assert late.message == ended(kstatus.DEADLINE, at_time(late.t[-1]))[1]
+        assert abs(float(late.states[-1, 0, 0]) - (2.0 - 1.5 * math.exp(-1.0))) <= 1e-13
