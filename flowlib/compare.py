@@ -217,7 +217,8 @@ def compare(flow_result: FlowResult, descent_result: DescentResult) -> Compariso
     -----
     StoppedEarlyWarning
         A :class:`RuntimeWarning` when the descent stopped before its last iteration (status not ``success``:
-        ``max_flips`` used up, interrupted, or a non-finite iterate); the comparison covers the iterates it did.
+        ``max_events`` used up, a stop rule met, interrupted, or a non-finite iterate); the comparison covers the
+        iterates it did.
 
     Examples
     --------
@@ -318,7 +319,7 @@ class ConvergenceStudy:
         than two).
     status : tuple of Status
         How each descent ended: ``success``, or why it stopped before ``t_end`` (e.g. ``max_events`` when its
-        ``max_flips`` budget was used up); only the successful ones have an error and enter the fit.
+        flip budget ``max_events`` was used up); only the successful ones have an error and enter the fit.
     messages : tuple of str
         Each descent's message.
     """
@@ -372,7 +373,8 @@ METRICS = ("final", "max")
 
 
 def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, flow_result: FlowResult | None = None,
-                      dps: int | None = None, metric: str = "final", max_flips: int | None = None) -> ConvergenceStudy:
+                      dps: int | None = None, metric: str = "final",
+                      max_events: int | None = None) -> ConvergenceStudy:
     """Run gradient descent to flow time ``t_end`` for each step size and fit the order of convergence to the flow.
 
     Parameters
@@ -391,7 +393,7 @@ def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, f
     metric : {"final", "max"}
         Distance at the last iterate, or the largest over all iterates (records every iterate: memory
         ``steps m (d + 2)`` numbers).
-    max_flips : int, optional
+    max_events : int, optional
         Flip budget of each descent (:func:`flowlib.gradient_descent`'s, whose default applies when ``None``). A
         small step size on a surface the flow slides along flips about ``1 / lr`` times per unit of time.
 
@@ -400,7 +402,7 @@ def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, f
     ConvergenceStudy
         Errors per step size and the least-squares order (first order, ``order ~ 1``, is expected: GD is the
         explicit Euler method of the flow, also through crossings and sliding). A descent that stops before
-        ``t_end`` (its ``max_flips`` used up, or a non-finite iterate) is kept with its status and message, a NaN
+        ``t_end`` (its ``max_events`` used up, or a non-finite iterate) is kept with its status and message, a NaN
         error, and left out of the fit; the other step sizes are unaffected.
 
     Raises
@@ -432,7 +434,7 @@ def convergence_study(problem: Problem, params0: Params, t_end: float, lrs, *, f
         raise ValueError("lrs must hold positive finite step sizes")
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    budget = {} if max_flips is None else {"max_flips": check_budget(max_flips, "max_flips")}
+    budget = {} if max_events is None else {"max_events": check_budget(max_events, "max_events")}
     t_end = float(t_end)
     steps = np.array([max(1, round(t_end / lr)) for lr in lrs_arr], dtype=np.int64)
     t_reach = float(np.max(steps * lrs_arr))

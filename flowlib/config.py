@@ -51,8 +51,9 @@ Schema (every key optional unless said; unknown keys are an error)::
     init = { count = 400 }
 
 Every value is type-checked (:data:`SCHEMA`), and every key is either used or refused: an ensemble runs in
-float64 and keeps only each member's end state, so ``dps``, ``record_every``, ``max_flips`` and ``dense_output``
-are refused there. Every error is a ``ValueError`` that names the file and the field.
+float64 and keeps only each member's end state, so ``dps``, ``record_every``, ``gd.max_events`` and
+``dense_output`` are refused there. A key that was renamed (:data:`RENAMED`) is refused with its new name. Every
+error is a ``ValueError`` that names the file and the field.
 
 The last line ``flowlib run`` prints says what it wrote and how large, e.g. ``wrote flow.npz (612 kB), gd.npz
 (22 kB), 6 plots (360 kB) and run.json to runs/name/ in 4.1 s``; a compact save says first what it left out.
@@ -124,7 +125,7 @@ SCHEMA = {
              "dps": _DPS, "solution": choice("filippov", "caratheodory"), "selection": _SELECTION,
              "tie": choice("stay", "leave"), "max_steps": _BUDGET, "max_events": _BUDGET, "dense_output": FLAG},
     "gd": {"lr": _POSITIVE, "steps": integer(0), "dps": _DPS, "record_every": _BUDGET, "selection": _SELECTION,
-           "max_flips": _BUDGET},
+           "max_events": _BUDGET},
     "until": {"loss_below": _POSITIVE, "linear": array(2), "offset": real(), "tol": real(0), "deadline": real(0)},
     "output": {"dir": PATH, "plots": Kind(f"a list of plot names from {list(PLOTS)} (or one name)",
                                           lambda v: isinstance(v, str) or (isinstance(v, list) and
@@ -132,7 +133,10 @@ SCHEMA = {
                "table": choice(*TABLES), "save": choice(*SAVES), "records": integer(2)},
 }
 #: Keys an ensemble (``init.count > 1``) cannot honour: it runs in float64 and keeps each member's end state only.
-SINGLE_RUN_ONLY = {"flow": ("dps", "dense_output"), "gd": ("dps", "record_every", "max_flips")}
+SINGLE_RUN_ONLY = {"flow": ("dps", "dense_output"), "gd": ("dps", "record_every", "max_events")}
+#: Keys of earlier versions, ``(section, old name) -> new name``: a file that still uses one is refused with a
+#: message that names the new key (the runners took the same rename: one name for event budgets).
+RENAMED = {("gd", "max_flips"): "max_events"}
 
 
 @dataclass
@@ -272,6 +276,9 @@ def check_document(raw: dict, path: Path, prefix: str = "") -> None:
             continue
         for name, item in value.items():
             field = f"{prefix}{key}.{name}"
+            if (key, name) in RENAMED:
+                raise ValueError(f"config {path}: {field} was renamed {key}.{RENAMED[key, name]} (one name for "
+                                 f"event budgets, as in gradient_flow and gradient_descent); rename the key")
             if name not in fields:
                 raise ValueError(f"config {path}: unknown key {field!r} (known: {sorted(fields)})")
             _check_value(item, fields[name], field, path)

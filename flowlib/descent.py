@@ -11,6 +11,7 @@ float64 and the mpmath run of one seed see the very same batches, whatever the c
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -19,8 +20,11 @@ import numpy as np
 from flowlib.kernels import descent as kdescent
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
+from flowlib.progress import check_callback, report
 from flowlib.result import DescentResult, FlipLog, Status
 from flowlib.running import check_budget, check_dps, check_problem_params, progress_bar, sigint_flag
+from flowlib.statuses import at_iteration, ended, interrupted, status_of, used_up
+from flowlib.until import Until, check_until
 
 _CHUNK_SECONDS = 0.05
 _FIRST_CHUNK_STEPS = {"float64": 1024, "mpmath": 4}
@@ -137,12 +141,14 @@ class _Float64Run:
         limit = min(steps, self._record_cap * self.record_every)
         return limit if self._batch_cap is None else min(limit, self._batch_cap)
 
-    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None):
+    def advance(self, max_steps: int, max_events: int, interrupt: dict | None = None):
+        """Up to ``max_steps`` iterations; returns the kernel's code (:mod:`flowlib.kernels.status`), the records
+        ``(iterations, states, losses)`` and the flips ``(iteration, neuron, sample, side)`` of the chunk."""
         p = self.problem
         n, m = p.n, self.P.shape[0]
         cap = max_steps // self.record_every + 2
         out_iter, out_states, out_loss = np.empty(cap, np.int64), np.empty((cap,) + self.P.shape), np.empty(cap)
-        size = max_flips + n * m
+        size = max_events + n * m
         f_iter, f_neuron, f_sample = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
         f_side = np.empty(size, np.int8)
         flat = offsets = None
@@ -151,12 +157,21 @@ class _Float64Run:
         code, self.k, r, e = kdescent.descend_chunk(
             p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak, self.selection, p.bias, p.train_outer, self.lr,
             p.weight_decay, _batch_factor(p), flat, offsets, self.P, self.active, self.k, self.steps, max_steps,
-            self.record_every, max_flips, out_iter, out_states, out_loss, f_iter, f_neuron, f_sample, f_side)
+            self.record_every, max_events, out_iter, out_states, out_loss, f_iter, f_neuron, f_sample, f_side)
         records = (out_iter[:r], out_states[:r], out_loss[:r])
         flips = (f_iter[:e], f_neuron[:e], f_sample[:e], f_side[:e])
-        outcome = {kstatus.SUCCESS: "success", kstatus.RUNNING: "running", kstatus.EVENT_BUFFER_FULL: "running",
-                   kstatus.NONFINITE: "nonfinite"}[code]
-        return outcome, records, flips
+        return code, records, flips
+
+    def rewind(self, k: int, state: np.ndarray) -> None:
+        """Make iterate ``k`` (its recorded ``state``) the current one: a stop rule met there."""
+        self.P[...] = state
+        self.k = int(k)
+        kdescent.activation_sides(self.problem.augmented_inputs, self.P, self.active)
+
+    @staticmethod
+    def precision():
+        """The arithmetic context of the run's numbers (none for float64)."""
+        return contextlib.nullcontext()
 
 
 class _MPRun:
@@ -185,20 +200,31 @@ class _MPRun:
     def chunk_limit(self, steps: int) -> int:
         return steps if self._batch_cap is None else min(steps, self._batch_cap)
 
-    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None):
+    def advance(self, max_steps: int, max_events: int, interrupt: dict | None = None):
+        """As :meth:`_Float64Run.advance`, over mpf numbers (object arrays)."""
         batches = None
         if self.batches is not None:
             count = min(max_steps, self.run.steps - self.run.k)
             flat, offsets = self.batches.take(self.run.k, count)
             batches = [flat[offsets[s]:offsets[s + 1]].tolist() for s in range(count)]
-        code, recs, flips = self.run.advance(max_steps, max_flips, interrupt, batches)
+        code, recs, flips = self.run.advance(max_steps, max_events, interrupt, batches)
         states = np.empty((len(recs), len(self.run.P), len(self.run.P[0])), dtype=object)
         for r, rec in enumerate(recs):
             states[r] = _object_array(rec[1])
         records = (np.array([r[0] for r in recs], dtype=np.int64), states,
                    np.array([r[2] for r in recs], dtype=object))
         columns = tuple(np.array([f[q] for f in flips], dtype=np.int64) for q in range(4))
-        return ("running" if code == "flips_full" else code), records, columns
+        return code, records, columns
+
+    def rewind(self, k: int, state: np.ndarray) -> None:
+        """Make iterate ``k`` (its recorded ``state``) the current one: a stop rule met there."""
+        self.run.rewind(k, state.tolist())
+
+    def precision(self):
+        """The arithmetic context of the run's numbers: ``mp.workdps(dps)``."""
+        from mpmath import mp
+
+        return mp.workdps(self.run.dps)
 
 
 def _next_chunk(steps: int, elapsed: float) -> int:
@@ -227,7 +253,8 @@ def _object_array(rows) -> np.ndarray:
     return out
 
 
-def _check_options(problem, params0, lr, steps, dps, record_every, selection, max_flips, progress, callback):
+def _check_options(problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback,
+                   until):
     """The arguments gradient descent and SGD share, validated (``ValueError`` naming the argument)."""
     check_problem_params(problem, params0)
     lr = _check_real(lr, "lr")
@@ -240,17 +267,17 @@ def _check_options(problem, params0, lr, steps, dps, record_every, selection, ma
     selection = problem.leak if selection is None else _check_real(selection, "selection")
     if not problem.leak <= selection <= 1.0:
         raise ValueError(f"selection must lie in [leak, 1] = [{problem.leak}, 1], got {selection!r}")
-    max_flips = check_budget(max_flips, "max_flips")
-    if callback is not None and not callable(callback):
-        raise ValueError("callback must be callable")
+    max_events = check_budget(max_events, "max_events")
+    check_callback(callback)
+    check_until(until, params0.packed().shape)
     if not isinstance(progress, (bool, np.bool_)):
         raise ValueError(f"progress must be True or False, got {progress!r}")
-    return lr, steps, dps, record_every, selection, max_flips
+    return lr, steps, dps, record_every, selection, max_events
 
 
 def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *, dps: int | None = None,
-                     record_every: int = 1, selection: float | None = None, max_flips: int = 1_000_000,
-                     progress: bool = False, callback=None) -> DescentResult:
+                     record_every: int = 1, selection: float | None = None, max_events: int = 1_000_000,
+                     until: Until | None = None, progress: bool = False, callback=None) -> DescentResult:
     """Full-batch gradient descent ``theta_{k+1} = theta_k - lr (grad L(theta_k) + lambda theta_k)`` from
     ``params0``.
 
@@ -281,20 +308,28 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
         always recorded. The flip log is complete whatever this is. Memory: ``m (d + 2)`` numbers per record.
     selection : float, optional
         ``sigma'(0)`` in ``[leak, 1]``. Default ``leak`` (PyTorch's choice: 0 for ReLU).
-    max_flips : int
-        Budget of logged flips; when used up the run stops with status ``"max_events"``.
+    max_events : int
+        Budget of logged flips (a flip is gradient descent's event); when used up the run stops with status
+        ``"max_events"``.
+    until : Until, optional
+        Stop rule (:class:`flowlib.Until`), checked at every iterate as a member of :func:`flowlib.ensemble`
+        checks it: status ``"reached"`` at the first iterate whose objective is below ``until.loss_below`` and
+        that meets the linear condition, ``"deadline"`` at iterate ``until.deadline_iterations(lr)`` when the
+        objective has not gone below ``until.loss_below`` by then. The result (iterate count, records, flips) ends
+        at that iterate, which is always recorded; in float64 it is the same member's iterate, bit for bit.
+        The objective is evaluated at every iterate then (a non-finite one ends the run ``"failed"``).
     progress : bool
         Show a tqdm progress bar (needs the ``progress`` extra).
     callback : callable, optional
-        Called after every chunk as ``callback(k, n_flips)``; returning ``True`` stops the run
-        (``status="interrupted"``).
+        Called as ``callback(progress)`` with a :class:`flowlib.Progress` after every chunk of iterations; a true
+        return value stops the run (``status="interrupted"``).
 
     Returns
     -------
     DescentResult
-        With ``status`` ``"success"`` after ``steps`` iterations; otherwise ``"interrupted"`` (Ctrl-C between
-        chunks, or the callback), ``"max_events"`` or ``"failed"`` (the next iterate would overflow; the last finite
-        one is kept), with everything computed so far.
+        With ``status`` ``"success"`` after ``steps`` iterations; otherwise ``"reached"`` or ``"deadline"`` (the
+        stop rule), ``"interrupted"`` (Ctrl-C between chunks, or the callback), ``"max_events"`` or ``"failed"``
+        (the next iterate would overflow; the last finite one is kept), with everything computed so far.
 
     Raises
     ------
@@ -317,16 +352,17 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
     >>> round(float(gd.loss[-1]), 6) < round(float(gd.loss[0]), 6)
     True
     """
-    lr, steps, dps, record_every, selection, max_flips = _check_options(
-        problem, params0, lr, steps, dps, record_every, selection, max_flips, progress, callback)
-    return _descend(problem, params0, lr, steps, dps, record_every, selection, max_flips, progress, callback,
-                    None, {"record_every": record_every, "max_flips": max_flips})
+    lr, steps, dps, record_every, selection, max_events = _check_options(
+        problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback, until)
+    return _descend(problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback,
+                    None, {"record_every": record_every, "max_events": max_events}, until)
 
 
 def stochastic_gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *, batch_size: int,
                                 replacement: bool = False, seed: int = 0, dps: int | None = None,
-                                record_every: int = 1, selection: float | None = None, max_flips: int = 1_000_000,
-                                progress: bool = False, callback=None) -> DescentResult:
+                                record_every: int = 1, selection: float | None = None,
+                                max_events: int = 1_000_000, until: Until | None = None, progress: bool = False,
+                                callback=None) -> DescentResult:
     """Mini-batch stochastic gradient descent ``theta_{k+1} = theta_k - lr (g_{B_k}(theta_k) + lambda theta_k)``.
 
     One step is one mini-batch update. ``g_B`` estimates the full gradient without bias: with the per-sample
@@ -362,8 +398,8 @@ def stochastic_gradient_descent(problem: Problem, params0: Params, lr: float, st
         Draw batches with replacement (default: without, by epochs).
     seed : int
         Seed (``>= 0``) of ``numpy.random.default_rng``.
-    dps, record_every, selection, max_flips, progress, callback
-        As for :func:`gradient_descent`.
+    dps, record_every, selection, max_events, until, progress, callback
+        As for :func:`gradient_descent` (the stop rule's loss is the full-batch objective).
 
     Returns
     -------
@@ -396,8 +432,8 @@ def stochastic_gradient_descent(problem: Problem, params0: Params, lr: float, st
     >>> bool((full.states == fl.gradient_descent(prob, p0, lr=0.1, steps=300).states).all())
     True
     """
-    lr, steps, dps, record_every, selection, max_flips = _check_options(
-        problem, params0, lr, steps, dps, record_every, selection, max_flips, progress, callback)
+    lr, steps, dps, record_every, selection, max_events = _check_options(
+        problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback, until)
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or \
             not 1 <= batch_size <= problem.n:
         raise ValueError(f"batch_size must be an integer in [1, n] = [1, {problem.n}], got {batch_size!r}")
@@ -407,37 +443,117 @@ def stochastic_gradient_descent(problem: Problem, params0: Params, lr: float, st
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     batch_size, replacement, seed = int(batch_size), bool(replacement), int(seed)
     stream = _BatchStream(problem.n, batch_size, replacement, seed)
-    options = {"record_every": record_every, "max_flips": max_flips, "method": "sgd", "batch_size": batch_size,
+    options = {"record_every": record_every, "max_events": max_events, "method": "sgd", "batch_size": batch_size,
                "replacement": replacement, "seed": seed}
-    return _descend(problem, params0, lr, steps, dps, record_every, selection, max_flips, progress, callback,
-                    stream, options)
+    return _descend(problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback,
+                    stream, options, until)
 
 
-def _descend(problem, params0, lr, steps, dps, record_every, selection, max_flips, progress, callback, stream,
-             options) -> DescentResult:
+class _Rule:
+    """The stop rule :class:`flowlib.Until` along one descent run, checked at every iterate exactly as
+    :func:`flowlib.kernels.ensemble.descend_member` checks it, so that a float64 run alone and the same member of
+    an ensemble stop at the same iterate.
+
+    The run records every iterate while a rule is given (``record_every`` 1); :meth:`judge` scans a chunk's
+    records, rewinds the run to the iterate where it stops, and keeps the records ``record_every`` asked for.
+    At iterate ``k``, in this order: the objective has gone below ``loss_below`` (from ``k`` on), the rule is met
+    (``REACHED``), the deadline has come without the objective below ``loss_below`` (``DEADLINE``).
+    """
+
+    def __init__(self, until: Until, shape: tuple[int, int], lr: float, steps: int, record_every: int):
+        loss_below, coef, self.offset, self.tol = until.kernel_arguments(shape)
+        self.use_loss, self.use_lin = not math.isnan(loss_below), self.tol >= 0.0
+        self.loss_below = loss_below
+        # the kernel sums <coef, P> + offset term by term, row by row; a zero coefficient adds nothing (the states
+        # are finite), so the nonzero terms in that order give the same number
+        self.terms = [(j, q, float(coef[j, q])) for j, q in zip(*np.nonzero(coef))]
+        self.deadline = until.deadline_iterations(lr)
+        self.steps, self.record_every = steps, record_every
+        self.below = False
+
+    def _functional(self, states: np.ndarray) -> np.ndarray:
+        """``<coef, P> + offset`` of each state, each sum in the kernel's order (numpy's elementwise operations
+        round as the kernel's scalar ones)."""
+        acc = np.full(len(states), self.offset, dtype=states.dtype)
+        for j, q, c in self.terms:
+            acc = acc + c * states[:, j, q]
+        return acc
+
+    def scan(self, iterations: np.ndarray, states: np.ndarray, losses: np.ndarray) -> tuple[int, int] | None:
+        """``(r, code)``: the record ``r`` of consecutive iterates where the run stops, with ``REACHED`` or
+        ``DEADLINE``; ``None`` when it goes on."""
+        first = 0
+        if not self.below:
+            hits = np.flatnonzero(losses < self.loss_below) if self.use_loss else np.zeros(1, np.int64)
+            first = int(hits[0]) if len(hits) else len(iterations)
+            if self.deadline >= 0:
+                late = np.flatnonzero(iterations >= self.deadline)
+                if len(late) and late[0] < first:
+                    return int(late[0]), kstatus.DEADLINE
+            if first == len(iterations):
+                return None
+            self.below = True
+        if not (self.use_loss or self.use_lin):
+            return None
+        if not self.use_lin:
+            return first, kstatus.REACHED
+        hits = np.flatnonzero(np.abs(self._functional(states[first:])) <= self.tol)
+        return (first + int(hits[0]), kstatus.REACHED) if len(hits) else None
+
+    def judge(self, code: int, records: tuple, flips: tuple, run) -> tuple[int, tuple, tuple]:
+        """The chunk's ``code``, records and flips after the rule: cut at the iterate where it stops (the run
+        rewound there, ``REACHED`` or ``DEADLINE``), and the records thinned to ``record_every``."""
+        iterations, states, losses = records
+        with run.precision():
+            found = self.scan(iterations, states, losses)
+        keep = (iterations % self.record_every == 0) | (iterations == self.steps)
+        if code == kstatus.NONFINITE and len(keep):
+            keep[-1] = True  # the iterate the run ends at, whose loss the failure message reads
+        if found is not None:
+            r, code = found
+            run.rewind(iterations[r], states[r])
+            keep = keep[:r + 1]
+            keep[r] = True  # the last iterate is always recorded
+            flips = tuple(column[flips[0] <= iterations[r]] for column in flips)
+        return code, (iterations[:len(keep)][keep], states[:len(keep)][keep], losses[:len(keep)][keep]), flips
+
+
+def _descend(problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback, stream,
+             options, until=None) -> DescentResult:
     """Drive a (stochastic) gradient-descent run chunk by chunk (arguments validated)."""
     P = params0.packed()
+    rule = None if until is None else _Rule(until, P.shape, lr, steps, record_every)
+    every = record_every if rule is None else 1
     if dps is None:
-        run = _Float64Run(problem, P, lr, selection, steps, record_every, stream)
+        run = _Float64Run(problem, P, lr, selection, steps, every, stream)
     else:
-        run = _MPRun(problem, P, lr, selection, steps, record_every, dps, stream)
+        run = _MPRun(problem, P, lr, selection, steps, every, dps, stream)
+    if rule is not None:
+        options = {**options, "until": until.to_dict()}
     iter_parts = [np.zeros(1, np.int64)]
     state_parts = [run.state()[None]]
     loss_parts = [np.array([run.loss()], dtype=object if dps else np.float64)]
     flip_parts = []
     n_flips = 0
     chunk = _FIRST_CHUNK_STEPS[run.kind]
-    outcome, message = Status.SUCCESS, f"reached iteration {steps}"
+    code = kstatus.SUCCESS if steps == 0 else kstatus.RUNNING
+    if rule is not None:  # iterate 0
+        no_flips = tuple(np.empty(0, np.int64) for _ in range(4))
+        code, _, _ = rule.judge(code, (iter_parts[0], state_parts[0], loss_parts[0]), no_flips, run)
+    stop = _descent_stop(code, False, 0, max_events, run, loss_parts[0])
     label = "gradient descent" if stream is None else "stochastic gradient descent"
     bar = progress_bar(progress, steps, label, unit="it")
     started = time.perf_counter()
     try:
         with sigint_flag() as interrupted:
-            while run.k < steps:
-                budget = min(_CHUNK_FLIPS, max_flips - n_flips)
+            while stop is None:
+                budget = min(_CHUNK_FLIPS, max_events - n_flips)
                 tick = time.perf_counter()
-                code, (it, st, lo), flips = run.advance(run.chunk_limit(chunk), budget, interrupted)
+                code, records, flips = run.advance(run.chunk_limit(chunk), budget, interrupted)
                 elapsed = time.perf_counter() - tick
+                if rule is not None:
+                    code, records, flips = rule.judge(code, records, flips, run)
+                it, st, lo = records
                 if len(it):
                     iter_parts.append(it)
                     state_parts.append(st)
@@ -447,18 +563,8 @@ def _descend(problem, params0, lr, steps, dps, record_every, selection, max_flip
                     n_flips += len(flips[0])
                 if bar is not None:
                     bar.update(run.k - bar.n)
-                stop_requested = bool(callback(run.k, n_flips)) if callback is not None else False
-                if code == "nonfinite":
-                    outcome, message = Status.FAILED, _nonfinite_message(run, lo)
-                    break
-                if code == "success":
-                    break
-                if code == "interrupted" or interrupted["set"] or stop_requested:
-                    outcome, message = Status.INTERRUPTED, f"interrupted at iteration {run.k}"
-                    break
-                if n_flips >= max_flips:
-                    outcome, message = Status.MAX_EVENTS, f"max_flips = {max_flips} used up at iteration {run.k}"
-                    break
+                stop_requested = report(callback, "descent", run.k, steps, run.k, n_flips)
+                stop = _descent_stop(code, interrupted["set"] or stop_requested, n_flips, max_events, run, lo)
                 chunk = _next_chunk(chunk, elapsed)
     finally:
         if bar is not None:
@@ -474,5 +580,23 @@ def _descend(problem, params0, lr, steps, dps, record_every, selection, max_flip
     flips = FlipLog(*columns)
     return DescentResult(problem=problem, lr=lr, steps=int(run.k), iterations=np.concatenate(iter_parts),
                          states=np.concatenate(state_parts), loss=np.concatenate(loss_parts), flips=flips,
-                         status=outcome, message=message, dps=dps, selection=float(selection), wall_s=wall,
+                         status=stop[0], message=stop[1], dps=dps, selection=float(selection), wall_s=wall,
                          options=options)
+
+
+def _descent_stop(code: int, interrupted_now: bool, n_flips: int, max_events: int, run, losses) \
+        -> tuple[Status, str] | None:
+    """Why a descent run stops after a chunk that returned ``code`` (statuses of :mod:`flowlib.statuses`), or
+    ``None``: a non-finite iterate, the last iterate, the stop rule, Ctrl-C or the callback, ``max_events``."""
+    where = at_iteration(run.k)
+    if code == kstatus.NONFINITE:
+        return status_of(code)[0], _nonfinite_message(run, losses)
+    if code == kstatus.SUCCESS:
+        return Status.SUCCESS, f"reached iteration {run.k}"
+    if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
+        return ended(code, where)
+    if interrupted_now:
+        return interrupted(where)
+    if n_flips >= max_events:
+        return used_up("max_events", max_events, where)
+    return None

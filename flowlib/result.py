@@ -626,7 +626,8 @@ class DescentResult(_PackedViews, Summarised):
         Every activation flip, in iteration order (not only at recorded iterates): a sequence of :class:`Flip`,
         with the columns as arrays (``flips.k``, ``flips.neuron``, ``flips.sample``, ``flips.side``).
     status : Status
-        ``success``, ``interrupted``, ``max_events`` (``max_flips`` used up) or ``failed`` (non-finite state).
+        ``success``, ``reached`` or ``deadline`` (the stop rule ``until``), ``interrupted``, ``max_events`` (the
+        flip budget ``max_events`` used up) or ``failed`` (non-finite state).
     message : str
     dps : int or None
         Decimal digits of an mpmath run, ``None`` for float64.
@@ -635,8 +636,8 @@ class DescentResult(_PackedViews, Summarised):
     wall_s : float
         Wall time of the iterations (compilation excluded, see :func:`flowlib.warmup`).
     options : dict
-        The other arguments of the run (``record_every``, ``max_flips``; for SGD also ``method``, ``batch_size``,
-        ``replacement`` and ``seed``, read by the properties of these names).
+        The other arguments of the run (``record_every``, ``max_events``, ``until`` when given; for SGD also
+        ``method``, ``batch_size``, ``replacement`` and ``seed``, read by the properties of these names).
     """
 
     problem: Problem

@@ -1,5 +1,6 @@
-"""The mpmath flow driver says what the float64 one says (flow time ``t``, the same messages from one status table),
-and ``until=`` stops a flow alone where closed forms say."""
+"""The mpmath flow driver says what the float64 one says (flow time ``t``, the same messages from one status table);
+``until=`` stops a flow or a descent alone where closed forms and a numpy reference say; one name, ``max_events``,
+for event budgets."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import flowlib as fl
 from flowlib import examples
 from flowlib.kernels import status as kstatus
 from flowlib.statuses import KERNEL_STATUS, Status, at_time, ended, status_of
+from numpy_reference import numpy_objective
 
 
 def _linear_neuron():
@@ -130,3 +132,65 @@ def test_flow_loss_threshold_and_deadline_in_both_backends():
         with mp.workdps(dps or 16):
             assert late.message == ended(kstatus.DEADLINE, at_time(late.t[-1]))[1]
         assert abs(float(late.states[-1, 0, 0]) - (2.0 - 1.5 * math.exp(-1.0))) <= 1e-13
+
+
+# ----- one name for event budgets -------------------------------------------------------------------------------------
+def test_max_events_budgets_flips_and_max_flips_is_gone(tmp_path):
+    prob, p0 = examples.three_points(4, 1e-1, seed=3)
+    gd = fl.gradient_descent(prob, p0, 0.5, 3000, max_events=2)
+    sgd = fl.stochastic_gradient_descent(prob, p0, 0.5, 3000, batch_size=2, max_events=2)
+    for run in (gd, sgd):
+        assert run.status == "max_events" and run.n_flips >= 2
+        assert run.message == f"max_events = 2 used up at iteration {run.steps}" and run.options["max_events"] == 2
+    with pytest.raises(TypeError, match="max_flips"):
+        fl.gradient_descent(prob, p0, 0.5, 3000, max_flips=2)
+    config = tmp_path / "old.toml"
+    config.write_text('[problem]\nexample = "two_crossings"\n[gd]\nlr = 0.1\nsteps = 10\nmax_flips = 5\n')
+    from flowlib import config as run_config
+
+    with pytest.raises(ValueError, match=rf"{re.escape(str(config))}: gd.max_flips was renamed gd.max_events"):
+        run_config.load(config)
+    config.write_text('[problem]\nexample = "two_crossings"\n[gd]\nlr = 0.1\nsteps = 10\nmax_events = 5\n')
+    assert run_config.load(config).gd["max_events"] == 5
+
+
+# ----- until= for descent alone ---------------------------------------------------------------------------------------
+def test_descent_reaches_the_first_iterate_below_the_threshold():
+    """The numpy objective of every iterate of a plain run picks the iterate; GD, SGD (float64 and mpmath) stop
+    there, with its state, the records ``record_every`` asks for and the flips up to it."""
+    prob, p0 = examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
+    for method, kwargs in (("gd", {}), ("sgd", {"batch_size": 3, "seed": 5})):
+        run = fl.gradient_descent if method == "gd" else fl.stochastic_gradient_descent
+        plain = run(prob, p0, 0.5, 400, **kwargs)
+        losses = np.array([numpy_objective(prob, P) for P in plain.states])
+        lowest = np.minimum.accumulate(losses)
+        first = next(k for k in range(150, 400) if losses[k] < lowest[k - 1] * (1 - 1e-9))  # a new low, clearly
+        threshold = 0.5 * (losses[first] + lowest[first - 1])
+        for dps in (None, 30):
+            res = run(prob, p0, 0.5, 400, dps=dps, record_every=7, until=fl.Until(loss_below=threshold), **kwargs)
+            assert res.status == "reached" and res.steps == first
+            assert res.message == f"met the stop rule (until) (iteration {first})"
+            assert res.iterations.tolist() == list(range(0, first, 7)) + [first]
+            assert np.allclose(res.states[-1].astype(float), plain.states[first], rtol=0, atol=1e-13)
+            assert res.flips.k.tolist() == [f for f in plain.flips.k.tolist() if f <= first]
+            shorter = run(prob, p0, 0.5, first, dps=dps, **kwargs)  # the same iterate, bit for bit
+            assert all(u == v for u, v in zip(res.states[-1].ravel(), shorter.states[-1].ravel()))
+
+
+def test_descent_deadline_and_a_rule_met_at_the_start():
+    prob, p0 = examples.three_points(4, 1e-1, seed=3)
+    late = fl.gradient_descent(prob, p0, 0.05, 1000, until=fl.Until(loss_below=1e-9, deadline=10.0))
+    assert late.status == "deadline" and late.steps == 200 and late.iterations[-1] == 200
+    assert late.message == "the loss did not go below until.loss_below by until.deadline (iteration 200)"
+    now = fl.gradient_descent(prob, p0, 0.05, 1000, until=fl.Until(loss_below=1e9))
+    assert now.status == "reached" and now.steps == 0 and now.iterations.tolist() == [0]
+
+
+@pytest.mark.parametrize("until", ["L < 0.5", fl.Until(linear=np.ones((3, 3)), tol=0.1)])
+def test_a_bad_rule_is_named(until):
+    prob, p0 = _linear_neuron()
+    for call in (lambda: fl.gradient_flow(prob, p0, 1.0, until=until),
+                 lambda: fl.gradient_descent(prob, p0, 0.1, 10, until=until),
+                 lambda: fl.stochastic_gradient_descent(prob, p0, 0.1, 10, batch_size=1, until=until)):
+        with pytest.raises(ValueError, match="until"):
+            call()

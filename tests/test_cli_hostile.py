@@ -47,7 +47,7 @@ def _refused(capsys, tmp_path, text, *words, argv=(), command="run"):
 
 # ----- options that were silently dropped --------------------------------------------------------------------------
 @pytest.mark.parametrize("section, key, value", [("flow", "dps", 30), ("flow", "dps", 15), ("gd", "dps", 30),
-                                                 ("gd", "record_every", 5), ("gd", "max_flips", 10),
+                                                 ("gd", "record_every", 5), ("gd", "max_events", 10),
                                                  ("flow", "dense_output", "false")])
 def test_ensemble_refuses_single_run_options(capsys, tmp_path, section, key, value):
     text = ENSEMBLE + FLOW + GD
@@ -56,7 +56,8 @@ def test_ensemble_refuses_single_run_options(capsys, tmp_path, section, key, val
 
 
 @pytest.mark.parametrize("line, words", [("record_every = -5", ("gd.record_every", "-5")),
-                                         ("max_flips = 'x'", ("gd.max_flips", "'x'")),
+                                         ("max_events = 'x'", ("gd.max_events", "'x'")),
+                                         ("max_flips = 10", ("gd.max_flips", "renamed gd.max_events")),
                                          ("dps = 15", ("gd.dps", ">= 16")),
                                          ("steps = 2.5", ("gd.steps", "integer")),
                                          ("selection = true", ("gd.selection",))])
@@ -235,7 +236,7 @@ def _plausible(folder) -> dict:
                  "max_steps": st.integers(-1, 10), "max_events": st.integers(-1, 10), "dense_output": st.booleans()},
         "gd": {"lr": st.sampled_from([0.1, 0.0]), "steps": st.integers(-1, 10), "dps": st.sampled_from([20, 15]),
                "record_every": st.integers(-1, 3), "selection": st.sampled_from([0.0, 0.5]),
-               "max_flips": st.integers(-1, 3)},
+               "max_events": st.integers(-1, 3)},
         "until": {"loss_below": st.sampled_from([0.5, -1.0]), "linear": st.sampled_from([[[1.0, 1.0, 0.0],
                                                                                          [1.0, -1.0, 0.0]],
                                                                                         [[1.0]]]),

@@ -231,7 +231,7 @@ def test_compare_warns_when_the_descent_stopped_on_its_flip_budget(e1_flow):
     import warnings
 
     prob, p0 = e1_problem()
-    gd = fl.gradient_descent(prob, p0, 1e-3, 10_000, max_flips=50)
+    gd = fl.gradient_descent(prob, p0, 1e-3, 10_000, max_events=50)
     assert gd.status == "max_events" and gd.steps < 10_000
     with pytest.warns(fl.compare.StoppedEarlyWarning, match="stopped early.*max_events"):
         cmp = fl.compare(e1_flow, gd)
@@ -247,7 +247,7 @@ def test_convergence_study_keeps_the_step_sizes_that_finished(e1_flow):
     prob, p0 = e1_problem()
     full = fl.convergence_study(prob, p0, 10.0, E1_LRS[:3], flow_result=e1_flow)
     with pytest.warns(fl.compare.StoppedEarlyWarning, match="lr = 0.001 \\(max_events"):
-        study = fl.convergence_study(prob, p0, 10.0, E1_LRS[:3], flow_result=e1_flow, max_flips=200)
+        study = fl.convergence_study(prob, p0, 10.0, E1_LRS[:3], flow_result=e1_flow, max_events=200)
     assert study.status == ("success", "success", "max_events")  # 11, 103 and 1023 flips without a budget
     np.testing.assert_array_equal(study.errors[:2], full.errors[:2])
     assert math.isnan(study.errors[2]) and study.steps[2] < 10_000 and study.n_flips[2] == 200
@@ -259,10 +259,10 @@ def test_convergence_study_keeps_the_step_sizes_that_finished(e1_flow):
     np.testing.assert_allclose(study.relative_errors[:2], study.errors[:2] / np.max(np.abs(e1_flow.states[-1])))
 
 
-def test_convergence_study_bad_max_flips(e1_flow):
+def test_convergence_study_bad_max_events(e1_flow):
     prob, p0 = e1_problem()
-    with pytest.raises(ValueError, match="max_flips"):
-        fl.convergence_study(prob, p0, 10.0, [0.1, 0.01], flow_result=e1_flow, max_flips=0)
+    with pytest.raises(ValueError, match="max_events"):
+        fl.convergence_study(prob, p0, 10.0, [0.1, 0.01], flow_result=e1_flow, max_events=0)
 
 
 def test_flowlib_compare_is_the_module_and_calls_compare(e1_flow):

@@ -320,10 +320,10 @@ def test_divergence_stops_with_failed_and_finite_state():
 
 
 @pytest.mark.parametrize("dps", [None, 20])
-def test_max_flips(dps):
+def test_max_events_budgets_the_flips(dps):
     prob, p0 = e1_problem()
-    gd = fl.gradient_descent(prob, p0, 1e-3, 10_000, max_flips=5, dps=dps)
-    assert gd.status == "max_events"
+    gd = fl.gradient_descent(prob, p0, 1e-3, 10_000, max_events=5, dps=dps)
+    assert gd.status == "max_events" and gd.message.startswith("max_events = 5 used up at iteration ")
     assert 5 <= gd.n_flips <= 6  # one neuron, two samples: at most two flips per iterate
     assert gd.iterations[-1] == gd.steps == gd.flips[-1].k
 
@@ -332,13 +332,13 @@ def test_callback_interrupts_and_the_partial_run_is_consistent():
     prob, p0 = e1_problem()
     seen = []
 
-    def stop(k, n_flips):
-        seen.append((k, n_flips))
+    def stop(progress):
+        seen.append(progress)
         return True
 
     gd = fl.gradient_descent(prob, p0, 1e-6, 10**7, callback=stop, record_every=100)
     assert gd.status == "interrupted" and 0 < gd.steps < 10**7
-    assert seen == [(gd.steps, gd.n_flips)]
+    assert seen == [fl.Progress("descent", gd.steps, 10**7, gd.steps, gd.n_flips)]
     assert gd.iterations[-1] == gd.steps  # the last iterate is always recorded
     again = fl.gradient_descent(prob, p0, 1e-6, gd.steps, record_every=100)
     assert np.array_equal(again.states, gd.states)
@@ -349,9 +349,9 @@ def test_ctrl_c_interrupts_between_chunks(dps):
     prob, p0 = e1_problem()
     sent = []
 
-    def press_ctrl_c(k, n_flips):
+    def press_ctrl_c(progress):
         if not sent:
-            sent.append(k)
+            sent.append(progress.done)
             os.kill(os.getpid(), signal.SIGINT)
 
     before = signal.getsignal(signal.SIGINT)
@@ -375,7 +375,7 @@ def test_progress_bar_runs():
     ({"record_every": 0}, "record_every"), ({"record_every": 2.5}, "record_every"),
     ({"dps": 15}, "dps"), ({"dps": 30.0}, "dps"),
     ({"selection": -0.1}, "selection"), ({"selection": 1.5}, "selection"), ({"selection": "0"}, "selection"),
-    ({"max_flips": 0}, "max_flips"), ({"callback": 3}, "callback"), ({"progress": "yes"}, "progress"),
+    ({"max_events": 0}, "max_events"), ({"callback": 3}, "callback"), ({"until": 0.5}, "until"), ({"progress": "yes"}, "progress"),
 ])
 def test_bad_arguments_raise_naming_them(kwargs, name):
     prob, p0 = e1_problem()

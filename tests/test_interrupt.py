@@ -17,7 +17,7 @@ _CHILD = textwrap.dedent("""
     import flowlib as fl
     from flowlib import examples
 
-    def ready(*args):
+    def ready(progress):
         if not ready.done:
             ready.done = True
             print("ready", flush=True)
@@ -41,7 +41,7 @@ _CASES = {
                     "prob = fl.Problem(np.array([[1.0]]), np.array([1.0]), loss='logistic', bias=False, "
                     "train_outer=True)\n"
                     "p0 = fl.Params(W=[[0.5]], b=None, a=[0.5])",
-                    "fl.gradient_flow(prob, p0, 1e3, clock='t', dps=1000, callback=ready)"),
+                    "fl.gradient_flow(prob, p0, 1e3, clock='t', dps=200, callback=ready)"),  # ~4 s a step
     "mpmath-gd": ("prob, p0 = examples.gd_rate_network(2.0, 3.0, -2.0, 3.1)",
                   "fl.gradient_descent(prob, p0, 1e-9, 10**9, dps=2000, record_every=10**6, callback=ready)"),
 }
@@ -58,7 +58,7 @@ def _interrupt(case: str, startup_s: float) -> tuple[str, float]:
         line = proc.stdout.readline()
         assert line.strip() == "ready", (line, proc.stderr.read() if proc.poll() is not None else "")
         assert time.monotonic() < deadline
-        time.sleep(0.5)  # well inside the run (a chunk, or the first mpmath step)
+        time.sleep(0.5)  # well inside the run (a chunk, or the mpmath step after the first, whose end said ready)
         assert proc.poll() is None, "the run ended before the signal"
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)

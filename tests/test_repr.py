@@ -61,7 +61,7 @@ def test_flow_and_descent(big):
     fields = _check(gd, "success")
     assert fields["steps"] == "20" and fields["n_flips"] == str(gd.n_flips) and float(fields["lr"]) == 0.01
     assert float(fields["loss"]) == pytest.approx(gd.loss[-1], rel=1e-5)
-    stopped = fl.gradient_descent(prob, fl.Params.unpacked(flow.states[0], True), 1.0, 10_000, max_flips=1)
+    stopped = fl.gradient_descent(prob, fl.Params.unpacked(flow.states[0], True), 1.0, 10_000, max_events=1)
     assert _check(stopped, "max_events")["status"] == "'max_events'"
 
 

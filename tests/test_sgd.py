@@ -229,8 +229,8 @@ def test_callback_stop_then_a_shorter_run_agrees(dps):
     prob, p0 = sgd_problem("sum", True, True, lam=0.01)
     seen = []
 
-    def stop(k, n_flips):
-        seen.append(k)
+    def stop(progress):
+        seen.append(progress.done)
         return len(seen) == 2
 
     steps = 10**7 if dps is None else 10**5
@@ -248,9 +248,9 @@ def test_ctrl_c_interrupts_between_chunks(dps):
     prob, p0 = sgd_problem()
     sent = []
 
-    def press_ctrl_c(k, n_flips):
+    def press_ctrl_c(progress):
         if not sent:
-            sent.append(k)
+            sent.append(progress.done)
             os.kill(os.getpid(), signal.SIGINT)
 
     before = signal.getsignal(signal.SIGINT)
@@ -259,11 +259,11 @@ def test_ctrl_c_interrupts_between_chunks(dps):
     assert signal.getsignal(signal.SIGINT) is before
 
 
-def test_divergence_and_max_flips():
+def test_divergence_and_max_events():
     prob, p0 = sgd_problem("sum", True, True, loss="square")
     bad = fl.stochastic_gradient_descent(prob, p0, 50.0, 10_000, batch_size=2)
     assert bad.status == "failed" and bad.steps < 10_000 and np.all(np.isfinite(bad.states))
-    capped = fl.stochastic_gradient_descent(prob, p0, 0.05, 100_000, batch_size=1, max_flips=5)
+    capped = fl.stochastic_gradient_descent(prob, p0, 0.05, 100_000, batch_size=1, max_events=5)
     assert capped.status == "max_events" and capped.n_flips >= 5 and capped.flips[-1].k == capped.steps
 
 
@@ -284,7 +284,7 @@ def test_steps_zero_and_progress_bar():
     ({"seed": -1}, "seed"), ({"seed": 1.5}, "seed"), ({"seed": None}, "seed"), ({"seed": True}, "seed"),
     ({"seed": "0"}, "seed"),
     ({"lr": 0.0}, "lr"), ({"lr": float("nan")}, "lr"), ({"steps": -1}, "steps"), ({"record_every": 0}, "record_every"),
-    ({"dps": 15}, "dps"), ({"selection": 2.0}, "selection"), ({"max_flips": 0}, "max_flips"),
+    ({"dps": 15}, "dps"), ({"selection": 2.0}, "selection"), ({"max_events": 0}, "max_events"),
     ({"callback": 3}, "callback"), ({"progress": "yes"}, "progress"),
 ])
 def test_bad_arguments_raise_naming_them(kwargs, name):

@@ -11,8 +11,8 @@ The state is kept as lists of raw mpf tuples, updated with the operations of mpf
 (:func:`flowlib.mp.fast.arithmetic`: same precision, same rounding, same order, so the same numbers), which saves
 creating an mpf object per operation.
 
-This module imports neither numba nor :mod:`flowlib.kernels`; the public entry point is
-:func:`flowlib.gradient_descent` with ``dps=...``.
+This module imports no numba (of :mod:`flowlib.kernels` only the plain constants of its status codes, which the
+float64 kernel returns too); the public entry point is :func:`flowlib.gradient_descent` with ``dps=...``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,9 @@ from __future__ import annotations
 from mpmath import mp, mpf
 from mpmath.libmp import fone, fzero, mpf_sub
 
+from flowlib.kernels import status as kstatus
 from flowlib.mp.fast import arithmetic
 from flowlib.running import StepInterrupted
-
-RUNNING = "running"  #: the call's step budget was used up
-SUCCESS = "success"  #: the last iterate was reached
-FLIPS_FULL = "flips_full"  #: at least ``max_flips`` flips were logged in this call
-INTERRUPTED = "interrupted"  #: Ctrl-C arrived inside an iterate (discarded)
-NONFINITE = "nonfinite"  #: the next iterate or its loss is not finite (not taken)
 
 LOSSES = ("exp", "logistic", "square")
 
@@ -209,21 +204,22 @@ class MPDescent:
         self.Z = self._preactivations()
 
     # ----- driving ------------------------------------------------------------------------------------------
-    def advance(self, max_steps: int, max_flips: int, interrupt: dict | None = None, batches=None):
+    def advance(self, max_steps: int, max_events: int, interrupt: dict | None = None, batches=None):
         """Take up to ``max_steps`` steps (never past the last iterate).
 
         ``interrupt`` is the flag of :func:`flowlib.running.sigint_flag`: when given, each iterate runs with it
-        armed, and Ctrl-C inside an iterate discards that iterate and ends the call with :data:`INTERRUPTED`.
-        ``batches`` is ``None`` for full-batch steps, or a sequence of lists of sample indices: ``batches[s]`` is
-        the mini-batch of the step from iterate ``k + s`` (``k`` the iterate on entry); it must cover the steps
-        this call may take.
+        armed, and Ctrl-C inside an iterate discards that iterate and ends the call (``RUNNING``, with the flag's
+        ``"set"`` entry true). ``batches`` is ``None`` for full-batch steps, or a sequence of lists of sample
+        indices: ``batches[s]`` is the mini-batch of the step from iterate ``k + s`` (``k`` the iterate on entry);
+        it must cover the steps this call may take.
 
         Returns
         -------
-        code : str
-            :data:`SUCCESS`, :data:`RUNNING`, :data:`FLIPS_FULL` (checked after each whole iterate),
-            :data:`INTERRUPTED` or :data:`NONFINITE` (the next iterate, or its loss, is not finite: the current
-            iterate is kept).
+        code : int
+            The float64 kernel's codes (:mod:`flowlib.kernels.status`): ``SUCCESS`` (the last iterate reached),
+            ``RUNNING`` (``max_steps`` taken, or Ctrl-C), ``EVENT_BUFFER_FULL`` (at least ``max_events`` flips
+            logged in this call, checked after each whole iterate) or ``NONFINITE`` (the next iterate, or its loss,
+            is not finite: the current iterate is kept).
         records : list of (int, list of list of mpf, mpf)
             ``(k, state, loss)`` of the iterates recorded during this call (copies).
         flips : list of (int, int, int, int)
@@ -245,13 +241,22 @@ class MPDescent:
                 except StepInterrupted:
                     interrupt["raise"] = False
                     self._restore(saved, records, flips)
-                    return INTERRUPTED, records, flips
+                    return kstatus.RUNNING, records, flips
                 if not finite:
                     self._restore(saved, records, flips)
-                    return NONFINITE, records, flips
-                if len(flips) >= max_flips and self.k < self.steps:
-                    return FLIPS_FULL, records, flips
-        return (SUCCESS if self.k == self.steps else RUNNING), records, flips
+                    return kstatus.NONFINITE, records, flips
+                if len(flips) >= max_events and self.k < self.steps:
+                    return kstatus.EVENT_BUFFER_FULL, records, flips
+        return (kstatus.SUCCESS if self.k == self.steps else kstatus.RUNNING), records, flips
+
+    def rewind(self, k: int, state) -> None:
+        """Make iterate ``k``, whose state (list of list of mpf) a record of :meth:`advance` holds, the current one
+        (a stop rule met there: the iterates the call took after it are dropped)."""
+        with mp.workdps(self.dps):
+            self._P = [[mpf(v)._mpf_ for v in row] for row in state]
+            self.Z = self._preactivations()
+        self.active = [[_positive(z) for z in row] for row in self.Z]
+        self.k = int(k)
 
     def _iterate(self, records: list, flips: list, batch=None) -> bool:
         """One iterate with its flips and record; False when the iterate or its recorded loss is not finite."""
