@@ -25,10 +25,17 @@ from flowlib.kernels import status as kstatus
 from flowlib.flow import (TIE_POLICIES, check_rtol, check_solution, gauss_legendre, initial_surfaces,
                           resolve_horizon)
 from flowlib.problem import Params, Problem, as_real_array
+from flowlib.progress import check_callback, report
 from flowlib.running import check_budget, order_for, progress_bar, sigint_flag
-from flowlib.until import Until
+from flowlib.until import Until, check_until
 
 METHODS = ("flow", "gd")
+#: The options of :func:`ensemble` that one method only takes (the others apply to both), with their defaults.
+METHOD_OPTIONS = {
+    "flow": {"t_end": None, "log_t_end": None, "clock": "auto", "rtol": None, "solution": "filippov", "tie": "stay",
+             "max_steps": 1_000_000, "max_events": 100_000},
+    "gd": {"lr": None, "steps": None},
+}
 #: Seconds between two looks at the Ctrl-C flag while chunks run.
 _POLL_S = 0.05
 #: Codes that a member with a non-finite state or loss must not keep (it is reported ``"failed"``).
@@ -49,12 +56,25 @@ class _Job:
 
 
 def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None, log_t_end: float | None = None,
-             clock: str = "auto", lr: float | None = None, steps: int | None = None, until: Until | None = None,
-             rtol: float | None = None, solution: str = "filippov", selection: float | None = None,
-             tie: str = "stay", max_steps: int = 1_000_000, max_events: int = 100_000,
+             clock: str | None = None, lr: float | None = None, steps: int | None = None, until: Until | None = None,
+             rtol: float | None = None, solution: str | None = None, selection: float | None = None,
+             tie: str | None = None, max_steps: int | None = None, max_events: int | None = None,
              chunk_size: int | None = None, workers: int | None = None, client=None, out=None,
              progress: bool = False, callback=None) -> EnsembleResult:
     """Run the gradient flow (or gradient descent) from many initialisations at once.
+
+    Options that the chosen method does not take are refused (``ValueError`` naming the option and the method),
+    never ignored:
+
+    ===========================================================  ==========  ========
+    option                                                        ``"flow"``  ``"gd"``
+    ===========================================================  ==========  ========
+    ``t_end``, ``log_t_end``, ``clock``, ``rtol``, ``solution``,  yes         --
+    ``tie``, ``max_steps``, ``max_events``
+    ``lr``, ``steps``                                             --          yes
+    ``until``, ``selection``, ``chunk_size``, ``workers``,        yes         yes
+    ``client``, ``out``, ``progress``, ``callback``
+    ===========================================================  ==========  ========
 
     Parameters
     ----------
@@ -68,16 +88,19 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
         The exact flow (:func:`flowlib.gradient_flow`'s float64 engine) or float64 gradient descent
         (:func:`flowlib.gradient_descent`'s update rule).
     t_end, log_t_end, clock
-        Horizon of the flow, as in :func:`flowlib.gradient_flow` (``clock="auto"`` integrates in ``ln(1 + t)`` when
-        ``t_end > 1e6``).
+        Horizon of the flow, as in :func:`flowlib.gradient_flow` (``clock`` defaults to ``"auto"``, which
+        integrates in ``ln(1 + t)`` when ``t_end > 1e6``). Flow only.
     lr, steps : float, int
-        Step size and largest number of iterations of gradient descent.
+        Step size and largest number of iterations of gradient descent. Gradient descent only.
     until : Until, optional
-        Stop rule (and failure deadline) applied to every member.
-    rtol, solution, selection, tie
-        As in :func:`flowlib.gradient_flow` (``selection`` is also GD's ``sigma'(0)``, default ``leak``).
+        Stop rule (and failure deadline) applied to every member, as :func:`flowlib.gradient_flow` and
+        :func:`flowlib.gradient_descent` apply it to a run alone (the same status, time and state, bit for bit).
+    rtol, solution, tie
+        As in :func:`flowlib.gradient_flow` (defaults ``1e-13``, ``"filippov"``, ``"stay"``). Flow only.
+    selection : float, optional
+        ``sigma'(0)`` in ``[leak, 1]``: the Caratheodory selection of the flow, GD's slope at 0 (default ``leak``).
     max_steps, max_events : int
-        Budgets of each flow member.
+        Budgets of each flow member (defaults 1,000,000 and 100,000). Flow only.
     chunk_size : int, optional
         Members per chunk (the unit of progress, of streaming to ``out`` and of a Dask task). Default: about 20
         chunks, at most 2000 members each.
@@ -95,7 +118,9 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
     progress : bool
         tqdm progress bar over members (``progress`` extra).
     callback : callable, optional
-        ``callback(done, total)`` after each chunk; returning True stops (as Ctrl-C does).
+        Called as ``callback(progress)`` with a :class:`flowlib.Progress` after each chunk of members (``done``
+        and ``total`` count members; ``steps`` and ``events`` are summed over the members computed); a true return
+        value stops the run as Ctrl-C does.
 
     Returns
     -------
@@ -129,13 +154,13 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
         which = np.zeros(len(inits), np.int64)
     elif len(which) != len(inits):
         raise ValueError(f"problem is a sequence of {len(which)} problems but inits has {len(inits)} members")
-    if until is not None and not isinstance(until, Until):
-        raise ValueError(f"until must be a flowlib.Until, got {type(until).__name__}")
-    settings = _settings(method, problems, inits.shape[1:], t_end, log_t_end, clock, lr, steps, until, rtol,
-                         solution, selection, tie, max_steps, max_events)
+    check_until(until, inits.shape[1:])
+    given = {"t_end": t_end, "log_t_end": log_t_end, "clock": clock, "rtol": rtol, "solution": solution,
+             "tie": tie, "max_steps": max_steps, "max_events": max_events, "lr": lr, "steps": steps}
+    options = _method_options(method, given)
+    settings = _settings(method, problems, inits.shape[1:], until, selection, options)
     size = _chunk_size(chunk_size, len(inits))
-    if callback is not None and not callable(callback):
-        raise ValueError("callback must be callable")
+    check_callback(callback)
     if workers is not None:
         workers = check_budget(workers, "workers")
     description = {"method": method, "problems": [p.to_dict() for p in problems],
@@ -185,7 +210,9 @@ def _run_chunks(method, problems, which, inits, settings, size, store, client, w
                 done += hi - lo
                 if bar is not None:
                     bar.update(hi - lo)
-                stop = bool(callback(done, len(inits))) if callback is not None else False
+                computed = members["status_code"] != PENDING
+                stop = report(callback, "ensemble", done, len(inits), members["steps"][computed].sum(),
+                              members["events"][computed].sum()) if callback is not None else False
                 if interrupted["set"] or stop:
                     break
     finally:
@@ -393,38 +420,47 @@ def _chunk_size(chunk_size, count: int) -> int:
     return check_budget(chunk_size, "chunk_size")
 
 
-def _settings(method, problems, shape, t_end, log_t_end, clock, lr, steps, until, rtol, solution, selection, tie,
-              max_steps, max_events) -> dict:
-    """Checked options of the run: kernel arguments (``kernel``) and their JSON record (``options``)."""
+def _method_options(method: str, given: dict) -> dict:
+    """The options of ``method`` (those given, the others at their defaults); ``ValueError`` naming an option
+    given that applies to the other method only."""
+    for other, names in METHOD_OPTIONS.items():
+        if other == method:
+            continue
+        for name in names:
+            if given[name] is not None:
+                raise ValueError(f"{name} applies to method={other!r} only (got {name}={given[name]!r} with "
+                                 f"method={method!r})")
+    return {name: default if given[name] is None else given[name] for name, default in METHOD_OPTIONS[method].items()}
+
+
+def _settings(method, problems, shape, until, selection, given: dict) -> dict:
+    """Checked options of the run: kernel arguments (``kernel``) and their JSON record (``options``); ``given``
+    holds the options of ``method`` (:func:`_method_options`)."""
     # sigma'(0) must lie in [leak, 1] for every problem: check against the one with the largest leak
+    solution, tie = given.get("solution", "filippov"), given.get("tie", "stay")
     selection = check_solution(max(problems, key=lambda p: p.leak), solution, selection, tie)
     rule = until if until is not None else Until()
     loss_below, coef, offset, lin_tol = rule.kernel_arguments(shape)
     options = {"method": method, "until": rule.to_dict(), "selection": selection}
     if method == "gd":
-        if t_end is not None or log_t_end is not None:
-            raise ValueError("t_end/log_t_end are for method='flow'; gradient descent takes lr and steps")
+        lr = given["lr"]
         if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or not (lr > 0 and math.isfinite(lr)):
             raise ValueError(f"lr must be a positive number, got {lr!r}")
-        steps = check_budget(steps, "steps")
-        deadline = -1
-        if rule.deadline is not None:
-            ratio = rule.deadline / float(lr)
-            deadline = int(round(ratio)) if abs(ratio - round(ratio)) <= 1e-9 * max(1.0, ratio) else int(ratio)
+        steps = check_budget(given["steps"], "steps")
         options.update(lr=float(lr), steps=steps)
-        kernel = {"lr": float(lr), "selection": selection, "steps": steps, "deadline_steps": deadline,
-                  "loss_below": loss_below, "coef": coef, "offset": offset, "lin_tol": lin_tol}
+        kernel = {"lr": float(lr), "selection": selection, "steps": steps,
+                  "deadline_steps": rule.deadline_iterations(lr), "loss_below": loss_below, "coef": coef,
+                  "offset": offset, "lin_tol": lin_tol}
         return {"kernel": kernel, "options": options}
-    if lr is not None or steps is not None:
-        raise ValueError("lr and steps are for method='gd'; the flow takes t_end (or log_t_end)")
-    clock, t_end, u_end = resolve_horizon(t_end, log_t_end, clock,
+    clock, t_end, u_end = resolve_horizon(given["t_end"], given["log_t_end"], given["clock"],
                                           max(p.weight_decay for p in problems))
-    rtol = check_rtol(rtol)
+    rtol = check_rtol(given["rtol"])
     log_clock = clock == "log"
     deadline = math.inf if rule.deadline is None else rule.deadline
     order = order_for(rtol)
     options.update(t_end=t_end, clock=clock, rtol=rtol, solution=solution, tie=tie,
-                   max_steps=check_budget(max_steps, "max_steps"), max_events=check_budget(max_events, "max_events"))
+                   max_steps=check_budget(given["max_steps"], "max_steps"),
+                   max_events=check_budget(given["max_events"], "max_events"))
     kernel = {"order": order, "rtol": rtol, "caratheodory": solution == "caratheodory", "selection": selection,
               "tie": TIE_POLICIES[tie], "log_clock": log_clock, "u_end": u_end,
               "u_deadline": math.log1p(deadline) if log_clock else deadline, "max_steps": options["max_steps"],

@@ -1,6 +1,6 @@
-"""The mpmath flow driver says what the float64 one says (flow time ``t``, the same messages from one status table);
-``until=`` stops a flow or a descent alone where closed forms and a numpy reference say; one name, ``max_events``,
-for event budgets."""
+"""One convention for every runner: ``callback(progress)``, ``max_events``, ``until=`` for single runs (against closed
+forms, a numpy reference and the same ensemble member), options an ensemble's method does not take are refused, and
+the mpmath flow driver says what the float64 one says (flow time ``t``, the same messages from one status table)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from flowlib.kernels import status as kstatus
 from flowlib.statuses import KERNEL_STATUS, Status, at_time, ended, status_of
 from numpy_reference import numpy_objective
 
+HE_RULE = fl.Until(loss_below=0.5, linear=[[1, 1, 0], [1, -1, 0]], tol=1e-3, deadline=1e4 * 0.05)
+
 
 def _linear_neuron():
     """One sample ``x = 1``, target ``y = 2``, one ReLU neuron with ``a = 1`` fixed and ``w0 = 0.5``: ``w x > 0``
@@ -24,6 +26,11 @@ def _linear_neuron():
     ``L(t) = r(t)^2 / 2``."""
     prob = fl.Problem(X=[[1.0]], y=[2.0], loss="square", bias=False, train_outer=False)
     return prob, fl.Params(W=[[0.5]], b=None, a=[1.0])
+
+
+def _seed000(count):
+    prob, _ = examples.gd_rate_network(1.0, 0.0, -1.0, 0.0)
+    return prob, fl.random_inits(prob, m=2, count=count, scheme="he", a=[1.0, -1.0], bias=0.0, seed=6)
 
 
 def _numbers_out(message: str) -> str:
@@ -194,3 +201,87 @@ def test_a_bad_rule_is_named(until):
                  lambda: fl.stochastic_gradient_descent(prob, p0, 0.1, 10, batch_size=1, until=until)):
         with pytest.raises(ValueError, match="until"):
             call()
+
+
+# ----- one callback convention ----------------------------------------------------------------------------------------
+def test_every_runner_calls_back_with_a_progress():
+    prob, p0 = _linear_neuron()
+    seen = {name: [] for name in ("flow", "mp", "gd", "sgd", "ensemble")}
+    flow = fl.gradient_flow(prob, p0, 3.0, callback=seen["flow"].append)
+    mpflow = fl.gradient_flow(prob, p0, 3.0, dps=20, callback=seen["mp"].append)
+    gd = fl.gradient_descent(prob, p0, 0.01, 300, callback=seen["gd"].append)
+    two = fl.Problem(X=[[1.0], [2.0]], y=[2.0, 4.0], loss="square", bias=False, train_outer=False)
+    sgd = fl.stochastic_gradient_descent(two, p0, 0.01, 300, batch_size=1, callback=seen["sgd"].append)
+    inits = np.stack([p0.packed() * s for s in (1.0, 2.0, 3.0)])
+    ens = fl.ensemble(prob, inits, "gd", lr=0.01, steps=300, chunk_size=1, callback=seen["ensemble"].append)
+    assert all(isinstance(p, fl.Progress) for calls in seen.values() for p in calls)
+    assert seen["flow"][-1] == fl.Progress("flow", 3.0, 3.0, flow.n_steps, flow.n_events)
+    assert seen["mp"][-1] == fl.Progress("flow", 3.0, 3.0, mpflow.n_steps, mpflow.n_events)
+    assert [p.done for p in seen["mp"]] == [float(t) for t in mpflow.t[1:]]  # after every step
+    assert seen["gd"][-1] == fl.Progress("descent", 300, 300, 300, gd.n_flips)
+    assert seen["sgd"][-1] == fl.Progress("descent", 300, 300, 300, sgd.n_flips)
+    assert seen["ensemble"] == [fl.Progress("ensemble", r, 3, 300 * r, int(ens.events[:r].sum())) for r in (1, 2, 3)]
+    with pytest.raises(AttributeError):
+        seen["gd"][-1].done = 0  # frozen
+
+
+def test_a_true_return_stops_every_runner():
+    prob, p0 = _linear_neuron()
+    wide, w0 = examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)  # more than one chunk of steps
+    assert fl.gradient_flow(wide, w0, 1e4, clock="t", callback=lambda p: True).status == "interrupted"
+    assert fl.gradient_flow(prob, p0, 3.0, dps=20, callback=lambda p: p.steps >= 2).n_steps == 2
+    gd = fl.gradient_descent(prob, p0, 1e-6, 10**7, callback=lambda p: p.done > 0)
+    assert gd.status == "interrupted" and gd.message == f"interrupted at iteration {gd.steps}"
+    ens = fl.ensemble(prob, np.stack([p0.packed()] * 4), "gd", lr=0.01, steps=10, chunk_size=1,
+                      callback=lambda p: p.done >= 2)
+    assert not ens.complete and ens.counts() == {"pending": 2, "success": 2}
+
+
+@pytest.mark.parametrize("run", ["flow", "mp", "gd", "sgd", "ensemble"])
+def test_a_callback_that_is_not_callable_is_named(run):
+    prob, p0 = _linear_neuron()
+    calls = {"flow": lambda: fl.gradient_flow(prob, p0, 1.0, callback=3),
+             "mp": lambda: fl.gradient_flow(prob, p0, 1.0, dps=20, callback=3),
+             "gd": lambda: fl.gradient_descent(prob, p0, 0.1, 10, callback=3),
+             "sgd": lambda: fl.stochastic_gradient_descent(prob, p0, 0.1, 10, batch_size=1, callback=3),
+             "ensemble": lambda: fl.ensemble(prob, p0.packed()[None], "gd", lr=0.1, steps=10, callback=3)}
+    with pytest.raises(ValueError, match=r"callback must be callable .*callback\(progress\)"):
+        calls[run]()
+
+
+# ----- a run alone is the same member of an ensemble ------------------------------------------------------------------
+def test_a_run_alone_is_the_same_member_of_an_ensemble():
+    """Status, time, state, steps and events, bit for bit, for the flow (log clock, linear rule with a deadline;
+    a loss threshold alone) and gradient descent."""
+    prob, inits = _seed000(8)
+    inits = inits[[0, 1, 5]]  # the last one starts in the quadrant w2 < 0 < w1, where the rule is met
+    flows = [(fl.ensemble(prob, inits, "flow", t_end=1e7, until=HE_RULE), HE_RULE),
+             (fl.ensemble(prob, inits, "flow", t_end=50.0, until=fl.Until(loss_below=0.55)), fl.Until(loss_below=0.55))]
+    for ens, rule in flows:
+        for r in range(len(inits)):
+            alone = fl.gradient_flow(prob, ens.params(r, "init"), ens.options["t_end"], until=rule)
+            assert alone.status == ens.status[r]
+            assert alone.t[-1] == ens.t[r] and np.array_equal(alone.states[-1], ens.final[r])
+            assert alone.n_steps == ens.steps[r] and alone.n_events == ens.events[r]
+    assert set(flows[0][0].status) == {"reached", "deadline"}
+    ens = fl.ensemble(prob, inits, "gd", lr=0.05, steps=10**6, until=HE_RULE)
+    assert list(ens.status) == ["deadline", "deadline", "reached"]
+    for r in range(len(inits)):
+        alone = fl.gradient_descent(prob, ens.params(r, "init"), 0.05, 10**6, until=HE_RULE, record_every=1000)
+        assert alone.status == ens.status[r] and alone.steps == ens.steps[r] and alone.steps * 0.05 == ens.t[r]
+        assert np.array_equal(alone.states[-1], ens.final[r]) and alone.loss[-1] == ens.loss[r]
+        assert alone.n_flips == ens.events[r]
+
+
+# ----- ensemble options of the other method ---------------------------------------------------------------------------
+@pytest.mark.parametrize("method, option, value", [
+    ("gd", "t_end", 1.0), ("gd", "log_t_end", 3.0), ("gd", "clock", "auto"), ("gd", "rtol", 1e-10),
+    ("gd", "solution", "filippov"), ("gd", "tie", "stay"), ("gd", "max_steps", 10), ("gd", "max_events", 10),
+    ("flow", "lr", 0.1), ("flow", "steps", 10),
+])
+def test_ensemble_refuses_options_of_the_other_method(method, option, value):
+    prob, inits = _seed000(2)
+    horizon = {"lr": 0.1, "steps": 10} if method == "gd" else {"t_end": 1.0}
+    other = "flow" if method == "gd" else "gd"
+    with pytest.raises(ValueError, match=rf"^{option} applies to method='{other}' only .*method='{method}'"):
+        fl.ensemble(prob, inits, method, **horizon, **{option: value})

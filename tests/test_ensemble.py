@@ -157,14 +157,14 @@ def test_interrupted_ensemble_resumes_with_identical_results(tmp_path):
     whole = fl.ensemble(prob, inits, "gd", lr=0.05, steps=30_000, until=HE_RULE, chunk_size=8)
     out = tmp_path / "run"
     part = fl.ensemble(prob, inits, "gd", lr=0.05, steps=30_000, until=HE_RULE, chunk_size=8, out=out,
-                       callback=lambda done, total: done >= 16)
+                       callback=lambda progress: progress.done >= 16)
     assert not part.complete and part.counts()["pending"] == 24 and np.all(part.done[:16])
     assert len(list(out.glob("chunk_*.npz"))) == 2
     on_disk = fl.load(out)
     assert not on_disk.complete and np.array_equal(on_disk.final[:16], whole.final[:16])
     calls = []
     rest = fl.ensemble(prob, inits, "gd", lr=0.05, steps=30_000, until=HE_RULE, chunk_size=8, out=out,
-                       callback=lambda done, total: calls.append(done))
+                       callback=lambda progress: calls.append(progress.done))
     assert calls == [24, 32, 40]  # the two finished chunks were read back, not recomputed
     assert rest.complete
     for name in fl.ensemble_result.MEMBER_ARRAYS:

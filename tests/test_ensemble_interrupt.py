@@ -33,7 +33,7 @@ CHILD = textwrap.dedent("""
     rule = fl.Until(loss_below=0.5, linear=[[1, 1, 0], [1, -1, 0]], tol=1e-3)
     fl.ensemble(prob, inits[:2], "gd", lr=0.05, steps=10, until=rule)  # load the compiled kernels first
 
-    def ready(done, total):
+    def ready(progress):
         print("ready", flush=True)
 
     kwargs = dict(workers=2)
@@ -129,7 +129,7 @@ def test_interrupted_chunk_is_pending_and_resumes_bit_identically(tmp_path, pyth
     rule = fl.Until(loss_below=0.5, linear=[[1, 1, 0], [1, -1, 0]], tol=1e-3, deadline=3e6 * 0.05)
     run = dict(lr=0.05, steps=10**9, until=rule, chunk_size=2, workers=2)
 
-    def interrupt_soon(done, total):
+    def interrupt_soon(progress):
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
 
     started = time.monotonic()

@@ -156,7 +156,7 @@ def test_folder_of_other_versions_is_refused(tmp_path, monkeypatch):
     real = ensemble_store.versions
     monkeypatch.setattr(ensemble_store, "versions", lambda: dict(real(), numba="0.1.0", flowlib="0.0.1"))
     out = tmp_path / "run"
-    _run(out, callback=lambda done, total: True)
+    _run(out, callback=lambda progress: True)
     monkeypatch.setattr(ensemble_store, "versions", real)
     with pytest.raises(ValueError, match=r"out=.*run.*0\.1\.0.*" + numba.__version__.replace(".", r"\.")):
         _run(out)
@@ -186,7 +186,7 @@ def test_wrong_meta_fields_are_named(tmp_path, edit, field):
 
 def test_damaged_inits_npy(tmp_path):
     out = tmp_path / "run"
-    _run(out, callback=lambda done, total: True)
+    _run(out, callback=lambda progress: True)
     (out / "inits.npy").write_bytes((out / "inits.npy").read_bytes()[:-8])
     with pytest.raises(ValueError, match="inits.npy"):
         fl.load(out)

@@ -136,7 +136,7 @@ def test_ensemble_members_and_their_problems():
 def test_ensemble_pending_members_are_nan():
     prob, _ = examples.gd_rate_network(1.0, 0.0, -1.0, 0.0)
     inits = fl.random_inits(prob, m=2, count=6, scheme="he", a=[1.0, -1.0], seed=6)
-    ens = fl.ensemble(prob, inits, "gd", lr=0.05, steps=100, chunk_size=2, callback=lambda done, total: True)
+    ens = fl.ensemble(prob, inits, "gd", lr=0.05, steps=100, chunk_size=2, callback=lambda progress: True)
     assert not ens.complete
     got = fl.predict(ens, [[0.5], [-1.0]])
     done = ens.done
