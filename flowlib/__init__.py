@@ -10,28 +10,29 @@ PyTorch models go in and out through :mod:`flowlib.torch` (the ``torch`` extra),
 __version__ = "0.1.0"
 
 
-def _mount_source(name: str, folder: str):
-    """In a source checkout the kernels and the validation claims live in the top-level ``kernels/`` and
-    ``validation/`` folders, which an installed flowlib has as ``flowlib/kernels`` and ``flowlib/validation``
-    (docs/design.md, Code layout; a top-level package named ``kernels`` would collide on PyPI). Mount such a
-    folder as ``flowlib.<name>`` when flowlib is imported from the checkout itself."""
-    import importlib.util
+def _check_layout():
+    """The kernels and the validation claims live in the top-level ``kernels/`` and ``validation/`` folders of the
+    repository and are installed as ``flowlib.kernels`` and ``flowlib.validation`` (a package-dir mapping: a
+    top-level package named ``kernels`` would collide on PyPI). A regular install copies them into the package; an
+    editable install (``pip install -e .``) maps them to the checkout's folders. Importing flowlib from a checkout
+    that is not installed, or whose editable install points at another checkout, would run one tree's Python code
+    with another's (or no) kernels: refuse that with an ``ImportError`` that says what to do."""
     import os
-    import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    source = os.path.join(os.path.dirname(here), folder, "__init__.py")
-    if f"flowlib.{name}" in sys.modules or os.path.isdir(os.path.join(here, name)) or not os.path.isfile(source):
-        return
-    spec = importlib.util.spec_from_file_location(f"flowlib.{name}", source,
-                                                  submodule_search_locations=[os.path.dirname(source)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"flowlib.{name}"] = module
-    spec.loader.exec_module(module)
+    try:
+        from flowlib import kernels
+    except ImportError:
+        raise ImportError(f"flowlib was imported from {here}, a source checkout that is not installed: run "
+                          f"`pip install -e .` in {os.path.dirname(here)}, or import flowlib from outside it") \
+            from None
+    found = os.path.dirname(os.path.abspath(kernels.__file__))
+    if os.path.dirname(found) not in (here, os.path.dirname(here)):
+        raise ImportError(f"flowlib was imported from {here} but its kernels from {found} (an editable install of "
+                          f"another checkout): run `pip install -e .` in {os.path.dirname(here)}")
 
 
-_mount_source("kernels", "kernels")
-_mount_source("validation", "validation")
+_check_layout()
 
 from flowlib.problem import Params, Problem  # noqa: E402
 from flowlib.result import DescentResult, Event, Flip, FlipLog, FlowResult, Status  # noqa: E402
