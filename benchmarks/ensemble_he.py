@@ -46,7 +46,7 @@ def figure3_numbers(ens: fl.EnsembleResult) -> dict:
     ``F_B`` (KS test), as the validation claim computes them."""
     from scipy import stats
 
-    from validation.seed000_gd_rate import f_b_cdf
+    from flowlib.validation.seed000_gd_rate import f_b_cdf
 
     ok = ens.status == "reached"
     quadrant = (ens.inits[:, 1, 0] < 0) & (ens.inits[:, 0, 0] > 0)

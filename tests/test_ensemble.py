@@ -84,7 +84,7 @@ def test_flow_members_slide_like_the_serial_flow():
 def test_gd_stop_rule_reproduces_the_validation_trials():
     """The validation claim 000-he-init finds each trial's first iterate with L < 0.5 and |w1 + w2 + b1 - b2| <=
     1e-3 by its own search; the ensemble's stop rule gives the same iterate and state, bit for bit."""
-    from validation.seed000_gd_rate import he_trial
+    from flowlib.validation.seed000_gd_rate import he_trial
 
     prob, inits = _seed000(24)
     ens = fl.ensemble(prob, inits, "gd", lr=0.05, steps=10**9, until=HE_RULE)

@@ -60,3 +60,16 @@ def test_the_wheel_holds_the_library_and_nothing_else(tmp_path):
     unwanted = [name for name in package if "peers" in name or name.endswith(("bench.py", ".json"))
                 or name.startswith(("flowlib/benchmarks", "flowlib/tests"))]
     assert unwanted == []
+
+
+def test_nothing_imports_the_top_level_folders_as_packages():
+    """``kernels`` and ``validation`` are importable only as ``flowlib.kernels`` and ``flowlib.validation``: a
+    second import under the bare name would load a second copy of the claim registry and of the kernels."""
+    import re
+
+    pattern = re.compile(r"^\s*(from|import)\s+(kernels|validation)\b", re.MULTILINE)
+    sources = [path for folder in ("flowlib", "kernels", "validation", "tests", "benchmarks", "docs")
+               for path in (ROOT / folder).rglob("*.py") if "_build" not in path.parts]
+    assert len(sources) > 100
+    hits = [f"{path.relative_to(ROOT)}" for path in sources if pattern.search(path.read_text())]
+    assert hits == []

@@ -7,7 +7,7 @@ target of the reference, under a wall-clock budget, so the benchmark can time GD
 
 GD's time is its iteration time, ``DescentResult.wall_s``: it excludes the Python objects flowlib builds for the
 flip log at the end of a run (one :class:`flowlib.Flip` per activation flip; on a problem that chatters, such as
-V10 with hundreds of sliding neurons, that log costs ten times the iterations and caps the run at ``max_flips``).
+V10 with hundreds of sliding neurons, that log costs ten times the iterations and caps the run at ``max_events``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def run_gd(problem, params0, t_end: float, steps: int, dps: int | None = None):
     import flowlib as fl
 
     return fl.gradient_descent(problem, params0, t_end / steps, steps, dps=dps, record_every=steps,
-                               max_flips=MAX_FLIPS)
+                               max_events=MAX_FLIPS)
 
 
 def gd_final_error(gd, reference: np.ndarray) -> float:
