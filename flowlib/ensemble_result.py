@@ -16,7 +16,7 @@ from flowlib.kernels import constants as kconst
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.reprs import Summarised
-from flowlib.statuses import KERNEL_STATUS, PENDING_CODE, Status, status_of
+from flowlib.statuses import KERNEL_STATUS, PENDING_CODE, Status, at_iteration, at_time, ended, status_of
 
 #: Member not computed (yet): the ensemble was interrupted before its chunk ran.
 PENDING = PENDING_CODE
@@ -144,10 +144,9 @@ class EnsembleResult(Summarised):
         report it for that member alone: what ended it and where (``t`` of the member)."""
         out = []
         for code, t, steps in zip(self.status_code, self.t, self.steps):
-            outcome, message = status_of(code)
-            if outcome == Status.SUCCESS and self.method == "gd":
-                message = f"reached iteration {int(steps)}"
-            out.append(message if outcome in (Status.SUCCESS, Status.PENDING) else f"{message} (t = {float(t)!r})")
+            where = at_iteration(steps) if self.method == "gd" else at_time(float(t))
+            outcome, message = ended(code, where)
+            out.append(f"reached {where}" if outcome == Status.SUCCESS and self.method == "gd" else message)
         return out
 
     @property

@@ -46,5 +46,9 @@ def test_gd_members_report_their_iteration_and_stop_rule():
     ens = fl.ensemble(prob, inits, "gd", lr=0.05, steps=300, until=fl.Until(loss_below=0.5))
     for name, message, steps in zip(ens.status, ens.messages, ens.steps):
         assert message == {"success": f"reached iteration {steps}",
-                           "reached": "met the stop rule (until) (t = " + repr(float(steps * 0.05)) + ")"}[name]
+                           "reached": f"met the stop rule (until) (iteration {steps})"}[name]
     assert set(ens.status) == {"success", "reached"}
+    rule = fl.Until(loss_below=0.5)
+    for r, (name, message) in enumerate(zip(ens.status, ens.messages)):  # a member says what its run alone says
+        alone = fl.gradient_descent(prob, fl.Params.unpacked(inits[r], prob.bias), 0.05, 300, until=rule)
+        assert (alone.status, alone.message) == (name, message)
