@@ -4,8 +4,8 @@ Step for step the algorithm of :func:`flowlib.kernels.driver.integrate_chunk` (r
 surfaces reached are classified (:mod:`.events`), held surfaces project the velocity order by order
 (:mod:`.series`), the step is cut at the earliest root of every free switching polynomial and of every held
 surface's multiplier exit polynomials (:mod:`.roots`), and held neurons are projected back onto their surfaces
-after each step. The tolerances that are multiples of float64's epsilon are the same multiples of the working
-epsilon ``10^-dps``; the thresholds ``1e-9`` / ``1e-12`` become ``eps^(9/16)`` / ``eps^(3/4)``.
+after each step. The tolerances are those of the one table both backends read
+(:mod:`flowlib.kernels.tolerances`), evaluated at the working epsilon (:mod:`.tolerances`).
 
 Everything runs inside ``mp.workdps(dps)`` (global precision is never touched). Data and initial state are
 converted exactly from their float64 values. The run returns an :class:`MPRun`; :func:`flowlib.gradient_flow`
@@ -24,6 +24,7 @@ from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVEN
 from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
+from flowlib.mp.tolerances import tolerance
 from flowlib.mp.series import LOSS_SQUARE, MPData, horner, loss_value, preactivations, residual_weights, slopes, \
     taylor_coefficients, state_at, velocity_energy, velocity_energy_log
 from flowlib.progress import report
@@ -53,10 +54,6 @@ class MPRun:
     inclusion: object = 0.0
 
 
-def _exit_noise() -> mpf:
-    return mp.eps ** (mpf(3) / 4)
-
-
 class _Integrator:
     """The state of one run and the steps of the algorithm (one method per numbered stage of the kernel)."""
 
@@ -79,7 +76,7 @@ class _Integrator:
         self.t = mpf(0)
         self.eps = mp.eps
         self.stay = mpevents.stay_tol()
-        self.noise = _exit_noise()
+        self.noise = tolerance("exit_noise")
         self.converged_at = None
         self.step_inclusion = mpf(0)
         self.reheld = set()  # surfaces re-classified at this instant after a release to the wrong side
@@ -159,7 +156,7 @@ class _Integrator:
         scales = [max(abs(x) for x in row[: data.da]) for row in self.P]  # per neuron, as in the kernel
         hit = set()
         for i in range(data.n):
-            base = 64 * self.eps * mp.fsum(abs(x) for x in data.normals[i])
+            base = tolerance("on_surface") * mp.fsum(abs(x) for x in data.normals[i])
             for j in range(len(self.P)):
                 reach = base * scales[j]
                 if self.mode[i][j] != FREE or self.drop[i][j] != DROP_NONE:
@@ -209,7 +206,7 @@ class _Integrator:
         """Side a held surface leaves to when its multiplier crosses ``beta`` at ``tau`` (kernel ``_exit_side``)."""
         value = horner(phi, tau)
         size = max(abs(c) * tau**k for k, c in enumerate(phi))
-        if abs(value) <= mpf(10) ** -8 * size:
+        if abs(value) <= tolerance("exit_side") * size:
             return 0
         return 1 if (beta == 1) == (value > 0) else -1
 
@@ -304,7 +301,7 @@ class _Integrator:
         self.P = state
         self._project(per_neuron)
         self.t = t_end if final else self.t + h
-        reach = h * (1 + 64 * self.eps)
+        reach = h * (1 + tolerance("simultaneous"))
         hit, forced = set(), {}
         if found:
             for (i, j), g in Zt.items():
@@ -334,7 +331,7 @@ class _Integrator:
             for j in range(len(self.P)):
                 if self.drop[i][j] != DROP_RELEASED or self.mode[i][j] != FREE or (i, j) in self.reheld:
                     continue
-                tol = 64 * self.eps * reach * max(abs(x) for x in self.P[j][:data.da])
+                tol = tolerance("on_surface") * reach * max(abs(x) for x in self.P[j][:data.da])
                 z = [mp.fdot(C[k][j][:data.da], data.normals[i]) for k in range(1, K + 1)]
                 up = earliest_root([-tol] + z, h)
                 down = earliest_root([tol] + z, h)
