@@ -66,15 +66,10 @@ def ensemble(problem, inits, method: str = "flow", *, t_end: float | None = None
     Options that the chosen method does not take are refused (``ValueError`` naming the option and the method),
     never ignored:
 
-    ===========================================================  ==========  ========
-    option                                                        ``"flow"``  ``"gd"``
-    ===========================================================  ==========  ========
-    ``t_end``, ``log_t_end``, ``clock``, ``rtol``, ``solution``,  yes         --
-    ``tie``, ``max_steps``, ``max_events``
-    ``lr``, ``steps``                                             --          yes
-    ``until``, ``selection``, ``chunk_size``, ``workers``,        yes         yes
-    ``client``, ``out``, ``progress``, ``callback``
-    ===========================================================  ==========  ========
+    * flow only: ``t_end``, ``log_t_end``, ``clock``, ``rtol``, ``solution``, ``tie``, ``max_steps``,
+      ``max_events``;
+    * gradient descent only: ``lr``, ``steps``;
+    * both: ``until``, ``selection``, ``chunk_size``, ``workers``, ``client``, ``out``, ``progress``, ``callback``.
 
     Parameters
     ----------
