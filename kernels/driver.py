@@ -440,10 +440,15 @@ def _leaving_bound(Cm, phi, slot, beta, h, noise):
 def _outside_band(Cm, phi, slot, beta, noise):
     """Whether the multiplier of ``slot`` starts beyond ``beta`` by more than the noise band ``noise`` of its exit
     polynomial (a held surface the state must leave now; only a multiplier kept beyond the bound inside the band,
-    :func:`_exit_root`, can get there)."""
+    :func:`_exit_root`, can get there). A multiplier on the bound to rounding (``EXIT_NOISE``, as in
+    :func:`_exit_root`) is not beyond it, however narrow the band: a sticking neuron whose other samples do not move
+    its multiplier has a band of nearly 0, and the sign of its exit polynomial's rounding must not release it."""
     if noise <= 0.0:
         return False
-    return _outward(phi, slot, beta) * (Cm[0, slot] - beta * phi[0, slot]) > noise
+    value = Cm[0, slot] - beta * phi[0, slot]
+    if abs(value) <= EXIT_NOISE * abs(phi[0, slot]):
+        return False
+    return _outward(phi, slot, beta) * value > noise
 
 
 @jit

@@ -257,8 +257,9 @@ class _Integrator:
         forced = {}
         for (slot, beta), poly in exits.items():
             band = bands[slot, beta]
-            if self._leaving(poly, phi[slot], beta, h, band) or (
-                    band > 0 and _outward(phi[slot], beta) * poly[0] > band):
+            if self._leaving(poly, phi[slot], beta, h, band) or (  # kernel _outside_band
+                    band > 0 and abs(poly[0]) > self.noise * abs(phi[slot][0])
+                    and _outward(phi[slot], beta) * poly[0] > band):
                 side = self._exit_side(phi[slot], mpf(0), beta)
                 if side:
                     forced[slots[slot]] = side
