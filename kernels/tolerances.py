@@ -58,30 +58,5 @@ def _row(line: str) -> tuple[str, Tolerance]:
 TABLE = dict(_row(line) for line in _ROWS.strip().splitlines())
 
 
-def scaled(name: str, eps: float) -> float:
-    """Tolerance ``name`` of :data:`TABLE` at working epsilon ``eps`` (a float: exact at ``eps = EPS64``).
-
-    Parameters
-    ----------
-    name : str
-        A key of :data:`TABLE`.
-    eps : float
-        The working epsilon.
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> scaled("stay", EPS64) == STAY
-    True
-    >>> scaled("on_surface", 2.0 ** -100) == 64 * 2.0 ** -100
-    True
-    """
-    row = TABLE[name]
-    return row.value * (eps / EPS64) ** row.power if eps != EPS64 else row.value
-
-
 # the float64 values as module constants the Numba kernels compile in: STAY, RCOND, EXIT_SIDE, ... (upper case)
 globals().update({name.upper(): row.value for name, row in TABLE.items()})
