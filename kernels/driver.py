@@ -49,6 +49,7 @@ step energy or state ends the chunk with ``NONFINITE`` before the step is counte
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,7 +60,7 @@ from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEA
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
-from .stepping import taylor_step
+from .stepping import budget_spent, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
     SIMULTANEOUS, STAY as STAY_TOL
 from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, loss_from_outputs, \
@@ -635,15 +636,348 @@ def _surfaces_reached(net, state, Z0, neuron_scale, hit):
     return pending
 
 
+class Workspace(NamedTuple):
+    """Scratch arrays of one chunk, allocated once by :func:`_workspace` and shared by its stages.
+
+    ``C`` (``K + 1, m, d + 2``): the step's Taylor coefficients; ``Z0``, ``Z1`` (``n, m``): the pre-activations
+    and their first derivatives; ``F``, ``G``, ``A0``, ``A1``, ``A2``, ``R``, ``QWA``, ``T``, ``Xg``: the
+    recurrences of :func:`.series.taylor_coefficients` (``G[k, i]``: the residual weights' coefficients);
+    ``Ct``, ``ct_ready``, ``pn``, ``rad``, ``poly_g``, ``xn``: the switching screen (:func:`earliest_switching`);
+    ``S`` (``n, m``): the slopes of the pattern; ``hit``, ``forced``, ``reheld`` (``n, m``): the surfaces to
+    classify at this instant, the side a release forces, and the surfaces re-classified after a release;
+    ``work``, ``poly``, ``band``: root isolation; ``gnoise``: the residual weights' noise; ``cons_offset``: the
+    held surfaces of each neuron (:func:`build_constraints`); ``neuron_scale``: each neuron's ``max|(w_j, b_j)|``.
+    """
+
+    C: np.ndarray
+    Z0: np.ndarray
+    Z1: np.ndarray
+    F: np.ndarray
+    G: np.ndarray
+    A0: np.ndarray
+    A1: np.ndarray
+    A2: np.ndarray
+    R: np.ndarray
+    QWA: np.ndarray
+    T: np.ndarray
+    Xg: np.ndarray
+    Ct: np.ndarray
+    ct_ready: np.ndarray
+    pn: np.ndarray
+    rad: np.ndarray
+    poly_g: np.ndarray
+    xn: np.ndarray
+    S: np.ndarray
+    hit: np.ndarray
+    forced: np.ndarray
+    reheld: np.ndarray
+    work: np.ndarray
+    poly: np.ndarray
+    band: np.ndarray
+    gnoise: np.ndarray
+    cons_offset: np.ndarray
+    neuron_scale: np.ndarray
+
+
+class Held(NamedTuple):
+    """The held surfaces of one step, one slot each, grouped by neuron: ``samples``, ``neurons``, the rows of the
+    pseudo-inverse of each neuron's normals ``pinv`` (``slots, d + 1``), ``dependent`` (a normal in the span of
+    the others), the Taylor coefficients of the multipliers' numerators ``Cm`` and of ``phi = a_j G_i``
+    (``K + 1, slots``), and the half-width of each exit polynomial's noise band ``band`` (``slots, 2``: at
+    ``leak`` and at 1)."""
+
+    samples: np.ndarray
+    neurons: np.ndarray
+    pinv: np.ndarray
+    dependent: np.ndarray
+    Cm: np.ndarray
+    phi: np.ndarray
+    band: np.ndarray
+
+
+@jit
+def _workspace(net, method, state):
+    """The :class:`Workspace` of a chunk (every array it needs, allocated once)."""
+    Xa = net.Xa
+    K = method.order
+    n, da = Xa.shape
+    m, w = state.P.shape
+    xn = np.empty(n)
+    for i in range(n):
+        xn[i] = scaled_norm(Xa[i]) * _RADIUS_FACTOR
+    return Workspace(np.zeros((K + 1, m, w)), np.zeros((n, m)), np.zeros((n, m)), np.zeros((K + 1, n)),
+                     np.zeros((K + 1, n)), np.zeros((K + 1, n)), np.zeros((K + 1, n)), np.zeros((K + 1, n)),
+                     np.zeros((K + 1, m, da)), np.empty((3, m, da)), np.empty((n, da)), np.empty((n, da)),
+                     np.empty((m, da, K)), np.zeros(m, np.bool_), np.empty((K, m)), np.empty(m), np.empty(K + 1), xn,
+                     np.empty((n, m)), np.zeros((n, m), np.bool_), np.zeros((n, m), np.int8),
+                     np.zeros((n, m), np.bool_), np.empty((6, max(K + 1, STACK))), np.empty(K + 1), np.empty(K + 1),
+                     np.empty(n), np.zeros(m + 1, np.int64), np.empty(m))
+
+
+@jit
+def _held_surfaces(net, method, state, ws, t, events, n_ev):
+    """Stage 2a: the held surfaces as slots (:func:`build_constraints`); returns ``(status, n_ev, samples, neurons,
+    pinv, dependent)``.
+
+    Neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step first:
+    whether some split of their multipliers still fits in ``[leak, 1]`` is decided by the configuration search
+    (their release is therefore located to the step, not to machine precision).
+    """
+    samples, neurons, pinv, dependent = build_constraints(net.Xa, net.bias, state.mode, ws.cons_offset)
+    if not np.any(dependent):
+        return status.RUNNING, n_ev, samples, neurons, pinv, dependent
+    hit, cons_offset = ws.hit, ws.cons_offset
+    hit[:, :] = False
+    for slot in range(len(samples)):
+        if dependent[slot]:
+            for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
+                hit[samples[q], neurons[q]] = True
+    code, n_ev = _resolve(net, method, state, ws.S, hit, ws.forced, t, events, n_ev)
+    if code == status.RUNNING:
+        samples, neurons, pinv, dependent = build_constraints(net.Xa, net.bias, state.mode, cons_offset)
+    return code, n_ev, samples, neurons, pinv, dependent
+
+
+@jit
+def _held_series(net, method, state, ws, t, events, n_ev):
+    """Stage 2: the held surfaces (:func:`_held_surfaces`), the Taylor coefficients of the state with each neuron's
+    velocity projected onto them (:func:`.series.taylor_coefficients`, into ``ws.C``) and those of each held
+    surface's multiplier, ``s_ij = Cm / phi`` with ``phi = a_j G_i``. Returns ``(status, n_ev, held)``."""
+    Xa, train_outer = net.Xa, net.train_outer
+    K = method.order
+    P = state.P
+    C, G = ws.C, ws.G
+    code, n_ev, samples, neurons, pinv, dependent = _held_surfaces(net, method, state, ws, t, events, n_ev)
+    n_slots = len(samples)
+    held = Held(samples, neurons, pinv, dependent, np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots)),
+                np.zeros((n_slots, 2)))
+    if code != status.RUNNING:
+        return code, n_ev, held
+    da = Xa.shape[1]
+    m, w = P.shape
+    for j in range(m):
+        for q in range(w):
+            C[0, j, q] = P[j, q]
+    taylor_coefficients(Xa, net.y, ws.S, net.loss_kind, net.c, net.bias, train_outer, net.decay, K, ws.cons_offset,
+                        samples, pinv, C, ws.F, G, ws.A0, ws.A1, ws.A2, ws.R, held.Cm, method.log_clock, t, ws.QWA,
+                        ws.T, ws.Xg)
+    lmax = K - 1 if train_outer else 0
+    phi = held.phi
+    for slot in range(n_slots):
+        i, j = samples[slot], neurons[slot]
+        for k in range(K):
+            acc = 0.0
+            for l in range(min(k, lmax) + 1):
+                acc += C[l, j, da] * G[k - l, i]
+            phi[k, slot] = acc
+    return code, n_ev, held
+
+
+@jit
+def _step_size(method, ws, t, t_end):
+    """Stage 3a: the step ``h`` of the tolerance rule (:func:`.stepping.taylor_step`), cut at ``t_end``. Returns
+    ``(status, h, span, final, size)``: ``span`` is the interval on which the step's polynomials are accurate (exit
+    decisions look that far), ``final`` whether the step ends at ``t_end``, ``size`` the state's ``max|theta|``;
+    ``NONFINITE`` for a non-finite coefficient, ``NO_PROGRESS`` for a step that does not advance ``t``."""
+    C, K = ws.C, method.order
+    top = max_abs(C[K])
+    below = max_abs(C[K - 1])
+    size = max_abs(C[0])
+    if not (math.isfinite(top) and math.isfinite(below)):
+        return status.NONFINITE, 0.0, 0.0, False, size
+    h = taylor_step(size if size > 0.0 else 1.0, below, top, K)
+    remaining = t_end - t
+    span = h if math.isfinite(h) else remaining
+    final = h >= remaining
+    if final:
+        h = remaining
+    if not (h > 0.0) or t + h == t:
+        return status.NO_PROGRESS, h, span, final, size
+    return status.RUNNING, h, span, final, size
+
+
+@jit
+def _noise_bands(net, method, state, ws, held, size, t):
+    """Stage 3b: ``held.band``, the noise band of each exit polynomial: the state is uncertain by its local
+    tolerance (or rounding), ``max(tol, eps) max|theta|`` (:func:`_residual_noise`, :func:`_slot_noise`)."""
+    n_slots = len(held.samples)
+    if n_slots == 0:
+        return
+    Xa, leak = net.Xa, net.leak
+    state_noise = max(method.tol, _EPS) * size
+    _residual_noise(Xa, net.y, ws.S, state.P, ws.Z0, net.bias, net.loss_kind, net.c, ws.G[0], method.log_clock, t,
+                    state_noise, ws.gnoise)
+    for slot in range(n_slots):
+        for e in range(2):
+            held.band[slot, e] = _slot_noise(Xa, ws.S, state.P, ws.G[0], ws.gnoise, held.pinv, slot,
+                                             held.samples[slot], held.neurons[slot], state_noise,
+                                             leak if e == 0 else 1.0)
+
+
+@jit
+def _releases_due(net, state, ws, held, h):
+    """Stage 3c (hold / release): held surfaces whose multiplier sits on a bound and moves out of ``[leak, 1]``
+    (:func:`_leaving_bound`), or was kept beyond it inside the noise band and leaves the band
+    (:func:`_outside_band`), are released now: ``ws.hit`` becomes exactly those, ``ws.forced`` the side each leaves
+    to. Returns whether there is one."""
+    leak, mode, hit, forced = net.leak, state.mode, ws.hit, ws.forced
+    Cm, phi, K = held.Cm, held.phi, held.Cm.shape[0] - 1
+    leaving = False
+    for slot in range(len(held.samples)):
+        i, j = held.samples[slot], held.neurons[slot]
+        if held.dependent[slot]:
+            continue
+        for e in range(2):
+            beta = leak if e == 0 else 1.0
+            if _leaving_bound(Cm, phi, slot, beta, h, held.band[slot, e]) or \
+                    _outside_band(Cm, phi, slot, beta, held.band[slot, e]):
+                side = _exit_side(phi, slot, K - 1, 0.0, beta)
+                if side != 0:
+                    hit[i, j] = True
+                    forced[i, j] = side
+                    leaving = True
+    if leaving:
+        n, m = hit.shape
+        for i in range(n):
+            for j in range(m):
+                hit[i, j] = hit[i, j] and mode[i, j] == MODE_HELD
+    return leaving
+
+
+@jit
+def _release(net, method, state, ws, t, events, n_ev):
+    """Stage 3d: classify the surfaces in ``ws.hit`` (released, or re-classified after a release) at this instant
+    and clear ``ws.forced``. Returns ``(status, n_ev)``."""
+    code, n_ev = _resolve(net, method, state, ws.S, ws.hit, ws.forced, t, events, n_ev)
+    ws.forced[:, :] = 0
+    return code, n_ev
+
+
+@jit
+def _locate_events(net, method, state, ws, held, h, span):
+    """Stage 4: the earliest root in ``(0, h]`` of every free switching polynomial (:func:`earliest_switching`)
+    and of every held surface's exit polynomials (:func:`_exit_root`). Returns ``(bound, found)``: the step's end,
+    and whether an event ends it."""
+    Xa, leak, K, C = net.Xa, net.leak, method.order, ws.C
+    switching_setup(Xa, C, K, ws.pn, ws.ct_ready)
+    preactivations(Xa, C[1], ws.Z1)
+    bound, found = earliest_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.Z0, ws.Z1, state.mode,
+                                      state.drop, h, ws.rad, ws.work, ws.poly_g)
+    for slot in range(len(held.samples)):
+        if held.dependent[slot]:
+            continue
+        for e in range(2):
+            beta = leak if e == 0 else 1.0
+            tau = _exit_root(held.Cm, held.phi, slot, K - 1, beta, bound, max(span, bound), held.band[slot, e],
+                             ws.work, ws.poly, ws.band)
+            if tau <= bound:
+                bound = tau
+                found = True
+    return bound, found
+
+
+@jit
+def _record_step(net, method, ws, t, h, n_steps, steps):
+    """Stage 5a: write step ``n_steps`` (start, length, coefficients or starting state, loss at its start from the
+    recurrence's outputs ``F[0]``, and ``int |theta'|^2``). Returns whether the loss and energy are finite (a loss
+    of ``+inf``/NaN, or a non-finite energy, ends the run at the step's start; ``ln L = -inf`` is an exact 0)."""
+    C, F, K = ws.C, ws.F, method.order
+    steps.t[n_steps] = t
+    steps.h[n_steps] = h
+    if steps.C.shape[1] == 1:
+        steps.C[n_steps, 0] = C[0]
+    else:
+        steps.C[n_steps] = C
+    if method.log_clock:
+        steps.loss[n_steps] = log_loss_from_outputs(F[0], net.y, net.loss_kind, net.c)
+        steps.energy[n_steps] = velocity_energy_log(C, K, h, t, method.gl_nodes, method.gl_weights)
+    else:
+        steps.loss[n_steps] = loss_from_outputs(F[0], net.y, net.loss_kind, net.c)
+        if net.decay != 0.0:
+            steps.loss[n_steps] += 0.5 * net.decay * penalty(C[0], net.bias, net.train_outer)
+        steps.energy[n_steps] = velocity_energy(C, K, h)
+    return steps.loss[n_steps] < math.inf and math.isfinite(steps.energy[n_steps])
+
+
+@jit
+def _advance(net, state, ws, held, h, K):
+    """Stage 5b: the state at the step's end (the Taylor polynomial at ``h``), held neurons projected back onto
+    their surfaces (drift correction). Returns whether it is finite; if not, ``P`` goes back to the step's start."""
+    P, C = state.P, ws.C
+    horner_state(C, K, h, P)
+    _project_onto_surfaces(net.Xa, net.bias, P, held.samples, held.neurons, held.pinv)
+    if math.isfinite(max_abs(P)):
+        return True
+    m, w = P.shape
+    for j in range(m):
+        for q in range(w):
+            P[j, q] = C[0, j, q]
+    return False
+
+
+@jit
+def _classify_reached(net, method, state, ws, held, h, span, found, t, events, n_ev):
+    """Stage 5c: at an event (``found``), every free surface reached within ``SIMULTANEOUS h`` of the step's end
+    (:func:`reached_switching`) and every held surface whose multiplier leaves ``[leak, 1]`` there are classified
+    together (:func:`_resolve`); the marks of surfaces just crossed or left are cleared first. Returns
+    ``(status, n_ev)``."""
+    Xa, leak, K, C, mode, drop = net.Xa, net.leak, method.order, ws.C, state.mode, state.drop
+    hit, forced = ws.hit, ws.forced
+    reach = h * (1.0 + SIMULTANEOUS)
+    if found:
+        reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.Z0, ws.Z1, mode, drop, reach, ws.rad, hit,
+                          ws.work, ws.poly_g)
+    n, m = drop.shape
+    for i in range(n):
+        for j in range(m):
+            drop[i, j] = DROP_NONE
+            ws.reheld[i, j] = False
+    if not found:
+        return status.RUNNING, n_ev
+    for slot in range(len(held.samples)):
+        i, j = held.samples[slot], held.neurons[slot]
+        if held.dependent[slot]:
+            continue
+        for e in range(2):
+            beta = leak if e == 0 else 1.0
+            if _exit_root(held.Cm, held.phi, slot, K - 1, beta, reach, max(span, reach), held.band[slot, e],
+                          ws.work, ws.poly, ws.band) <= reach:
+                hit[i, j] = True
+                # a multiplier c / (a_j G_i) that leaves [leak, 1] with a_j G_i != 0 releases the surface;
+                # at a_j G_i = 0 (0/0) the neuron is re-classified instead
+                forced[i, j] = _exit_side(held.phi, slot, K - 1, h, beta)
+    code, n_ev = _resolve(net, method, state, ws.S, hit, forced, t, events, n_ev)
+    for slot in range(len(held.samples)):
+        forced[held.samples[slot], held.neurons[slot]] = 0
+    return code, n_ev
+
+
+@jit
+def _coasting(net, state, ws):
+    """Whether a square-loss flow (without weight decay) has converged to working precision (:func:`_converged`):
+    its residuals are rounding, and it coasts to ``t_end``."""
+    return net.loss_kind == LOSS_SQUARE and net.decay == 0.0 and _converged(
+        net.Xa, net.y, state.P, ws.Z0, ws.S, net.bias, ws.neuron_scale)
+
+
 @jit
 def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, events):
     """Integrate from ``state.clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
 
-    One pass of the loop is the algorithm's stages: (1) free surfaces reached (:func:`_surfaces_reached`) are
-    classified with the others of their neuron (:func:`_resolve`); (2) Taylor coefficients and the multipliers of
-    the held surfaces; (3) the step size; held surfaces whose multiplier leaves ``[leak, 1]`` are released (hold /
-    release); (4) the earliest root of every switching and exit polynomial bounds the step (events located);
-    (5) the step is recorded and taken, and the surfaces reached at its end are classified.
+    One pass of the loop is the algorithm's stages, each a function with the same name in the mpmath backend
+    (:class:`flowlib.mp.flow._Integrator`), working in one :class:`Workspace`:
+
+    1. free surfaces reached (:func:`_surfaces_reached`) are classified with the others of their neuron
+       (:func:`_resolve`); a converged square-loss flow coasts to ``t_end`` (:func:`_coasting`, :func:`_coast`);
+    2. the held surfaces, the Taylor coefficients and the multipliers' series (:func:`_held_series`, a
+       :class:`Held`);
+    3. the step size (:func:`_step_size`), the exit polynomials' noise bands (:func:`_noise_bands`), and hold /
+       release: held surfaces whose multiplier leaves ``[leak, 1]`` (:func:`_releases_due`) or surfaces released to
+       the wrong side (:func:`_released_backwards`) are classified at this instant (:func:`_release`) and the pass
+       starts again;
+    4. the earliest root of every switching and exit polynomial ends the step (:func:`_locate_events`);
+    5. the step is recorded (:func:`_record_step`) and taken (:func:`_advance`), and the surfaces reached at its
+       end are classified (:func:`_classify_reached`).
 
     Parameters
     ----------
@@ -686,68 +1020,29 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         A code of :mod:`.status`; ``RUNNING`` or ``EVENT_BUFFER_FULL`` when a budget of the chunk ended it.
     n_steps, n_events : int
     """
-    Xa, y, loss_kind, c, leak, bias, train_outer, decay = net
-    K, tol, log_clock, gl_nodes, gl_weights = method.order, method.tol, method.log_clock, method.gl_nodes, \
-        method.gl_weights
     P, active, mode, drop, clock = state
-    out_t, out_h, out_C, out_loss, out_energy = steps
-    n, da = Xa.shape
-    m = P.shape[0]
-    w = P.shape[1]
-    C = np.zeros((K + 1, m, w))
-    Z0 = np.zeros((n, m))
-    Z1 = np.zeros((n, m))
-    F = np.zeros((K + 1, n))
-    G = np.zeros((K + 1, n))
-    A0 = np.zeros((K + 1, n))
-    A1 = np.zeros((K + 1, n))
-    A2 = np.zeros((K + 1, n))
-    R = np.zeros((K + 1, m, da))
-    QWA = np.empty((3, m, da))
-    T = np.empty((n, da))
-    Xg = np.empty((n, da))
-    Ct = np.empty((m, da, K))
-    ct_ready = np.zeros(m, np.bool_)
-    pn = np.empty((K, m))
-    rad = np.empty(m)
-    poly_g = np.empty(K + 1)
-    xn = np.empty(n)
-    for i in range(n):
-        xn[i] = scaled_norm(Xa[i]) * _RADIUS_FACTOR
-    S = np.empty((n, m))
-    hit = np.zeros((n, m), np.bool_)
-    forced = np.zeros((n, m), np.int8)
-    reheld = np.zeros((n, m), np.bool_)
-    work = np.empty((6, max(K + 1, STACK)))
-    poly = np.empty(K + 1)
-    band = np.empty(K + 1)
-    gnoise = np.empty(n)
-    cons_offset = np.zeros(m + 1, np.int64)
-    neuron_scale = np.empty(m)
-    slopes_from_state(active, mode, leak, S)
+    n, m = active.shape
+    K = method.order
+    ws = _workspace(net, method, state)
+    slopes_from_state(active, mode, net.leak, ws.S)
     t = clock[0]
     n_steps = 0
     n_ev = 0
     stalls = 0
     code = status.RUNNING
     while True:
-        if t >= t_end:
-            code = status.SUCCESS
-            break
-        if n_steps >= max_steps:
-            code = status.RUNNING
-            break
-        if n_ev >= max_events:
-            code = status.EVENT_BUFFER_FULL
+        done, code = budget_spent(t, t_end, n_steps, max_steps, n_ev, max_events, status.EVENT_BUFFER_FULL)
+        if done:
             break
         # 1. free surfaces reached: events now
-        if _surfaces_reached(net, state, Z0, neuron_scale, hit):
-            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
+        if _surfaces_reached(net, state, ws.Z0, ws.neuron_scale, ws.hit):
+            code, n_ev = _resolve(net, method, state, ws.S, ws.hit, ws.forced, t, events, n_ev)
             if code != status.RUNNING:
                 break
         # a square-loss flow whose residuals are rounding has converged to working precision: it coasts to t_end
-        if loss_kind == LOSS_SQUARE and decay == 0.0 and _converged(Xa, y, P, Z0, S, bias, neuron_scale):
-            _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h, out_C, out_loss, out_energy)
+        if _coasting(net, state, ws):
+            _coast(net.Xa, net.y, net.loss_kind, net.c, P, ws.S, t, t_end, method.log_clock, n_steps, steps.t,
+                   steps.h, steps.C, steps.loss, steps.energy)
             n_steps += 1
             if clock.shape[0] > 1:
                 clock[1] = t
@@ -755,188 +1050,58 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             code = status.SUCCESS
             break
         # 2. Taylor coefficients, held surfaces and their multipliers
-        samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
-        # neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step:
-        # whether some split of their multipliers still fits in [leak, 1] is decided by the configuration search
-        # (their release is therefore located to the step, not to machine precision)
-        if np.any(dependent):
-            hit[:, :] = False
-            for slot in range(len(samples)):
-                if dependent[slot]:
-                    for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
-                        hit[samples[q], neurons[q]] = True
-            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
-            if code != status.RUNNING:
-                break
-            samples, neurons, pinv, dependent = build_constraints(Xa, bias, mode, cons_offset)
-        n_slots = len(samples)
-        Cm = np.zeros((K + 1, n_slots))
-        phi = np.zeros((K + 1, n_slots))
-        for j in range(m):
-            for q in range(w):
-                C[0, j, q] = P[j, q]
-        taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, decay, K, cons_offset, samples, pinv, C, F, G,
-                            A0, A1, A2, R, Cm, log_clock, t, QWA, T, Xg)
-        lmax = K - 1 if train_outer else 0
-        for slot in range(n_slots):
-            i, j = samples[slot], neurons[slot]
-            for k in range(K):
-                acc = 0.0
-                for l in range(min(k, lmax) + 1):
-                    acc += C[l, j, da] * G[k - l, i]
-                phi[k, slot] = acc
-        top = max_abs(C[K])
-        below = max_abs(C[K - 1])
-        if not (math.isfinite(top) and math.isfinite(below)):
-            code = status.NONFINITE
+        code, n_ev, held = _held_series(net, method, state, ws, t, events, n_ev)
+        if code != status.RUNNING:
             break
-        # 3. step size
-        size = max_abs(C[0])
-        h = taylor_step(size if size > 0.0 else 1.0, below, top, K)
-        remaining = t_end - t
-        # the interval on which the step's polynomials are accurate (exit decisions look that far)
-        span = h if math.isfinite(h) else remaining
-        final = h >= remaining
-        if final:
-            h = remaining
-        if not (h > 0.0) or t + h == t:
-            code = status.NO_PROGRESS
+        # 3. step size, noise bands, hold / release
+        code, h, span, final, size = _step_size(method, ws, t, t_end)
+        if code != status.RUNNING:
             break
-        # the noise band of each exit polynomial: the state is uncertain by its local tolerance (or rounding)
-        slot_band = np.zeros((n_slots, 2))
-        if n_slots > 0:
-            state_noise = max(tol, _EPS) * size
-            _residual_noise(Xa, y, S, P, Z0, bias, loss_kind, c, G[0], log_clock, t, state_noise, gnoise)
-            for slot in range(n_slots):
-                for e in range(2):
-                    slot_band[slot, e] = _slot_noise(Xa, S, P, G[0], gnoise, pinv, slot, samples[slot],
-                                                     neurons[slot], state_noise, leak if e == 0 else 1.0)
-        # held surfaces whose multiplier sits on a bound and moves out of [leak, 1], or was kept beyond it inside
-        # the noise band and leaves the band: released now
-        leaving = False
-        for slot in range(n_slots):
-            i, j = samples[slot], neurons[slot]
-            if dependent[slot]:
-                continue
-            for e in range(2):
-                beta = leak if e == 0 else 1.0
-                if _leaving_bound(Cm, phi, slot, beta, h, slot_band[slot, e]) or \
-                        _outside_band(Cm, phi, slot, beta, slot_band[slot, e]):
-                    side = _exit_side(phi, slot, K - 1, 0.0, beta)
-                    if side != 0:
-                        hit[i, j] = True
-                        forced[i, j] = side
-                        leaving = True
-        if leaving:
-            # each pass releases at least one held surface (a forced side is always taken), so this cannot
-            # repeat more than n m times at one instant
+        _noise_bands(net, method, state, ws, held, size, t)
+        released = _releases_due(net, state, ws, held, h)
+        if not released:
+            ws.hit[:, :] = False
+            released = _released_backwards(net.Xa, ws.C, K, h, net.bias, active, mode, drop, ws.reheld,
+                                           ws.neuron_scale, ws.hit, ws.poly, ws.work)
+        if released:
+            # each pass releases at least one held surface (a forced side is always taken) or re-classifies one
+            # once per instant, so this cannot repeat more than n m times at one instant
             stalls += 1
             if stalls > n * m + 1:
                 code = status.NO_PROGRESS
                 break
-            for i in range(n):
-                for j in range(m):
-                    hit[i, j] = hit[i, j] and mode[i, j] == MODE_HELD
-            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
-            for i in range(n):
-                for j in range(m):
-                    forced[i, j] = 0
-            if code != status.RUNNING:
-                break
-            continue
-        hit[:, :] = False
-        if _released_backwards(Xa, C, K, h, bias, active, mode, drop, reheld, neuron_scale, hit, poly, work):
-            stalls += 1
-            if stalls > n * m + 1:
-                code = status.NO_PROGRESS
-                break
-            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
+            code, n_ev = _release(net, method, state, ws, t, events, n_ev)
             if code != status.RUNNING:
                 break
             continue
         stalls = 0
-        # the velocity this step follows (not one a forced release above replaced) against the Filippov set
+        # the velocity this step follows (not one a release above replaced) against the Filippov set
         if clock.shape[0] > 2:
-            clock[2] = max(clock[2], inclusion_residual(Xa, G[0], C, S, mode, drop, leak, bias, decay))
-        # 4. earliest root of every free switching polynomial and every exit polynomial
-        switching_setup(Xa, C, K, pn, ct_ready)
-        preactivations(Xa, C[1], Z1)
-        bound, found = earliest_switching(Xa, C, Ct, ct_ready, pn, xn, K, Z0, Z1, mode, drop, h, rad, work, poly_g)
-        for slot in range(n_slots):
-            if dependent[slot]:
-                continue
-            for e in range(2):
-                beta = leak if e == 0 else 1.0
-                tau = _exit_root(Cm, phi, slot, K - 1, beta, bound, max(span, bound), slot_band[slot, e], work,
-                                 poly, band)
-                if tau <= bound:
-                    bound = tau
-                    found = True
+            clock[2] = max(clock[2], inclusion_residual(net.Xa, ws.G[0], ws.C, ws.S, mode, drop, net.leak, net.bias,
+                                                        net.decay))
+        # 4. events located: the earliest root of every free switching and every exit polynomial ends the step
+        bound, found = _locate_events(net, method, state, ws, held, h, span)
         if found:
             h = bound
             final = False
-        # 5. record, advance, correct the drift
-        out_t[n_steps] = t
-        out_h[n_steps] = h
-        if out_C.shape[1] == 1:
-            out_C[n_steps, 0] = C[0]
-        else:
-            out_C[n_steps] = C
-        # F[0]: the network outputs at the step's start, from the recurrence
-        if log_clock:
-            out_loss[n_steps] = log_loss_from_outputs(F[0], y, loss_kind, c)
-            out_energy[n_steps] = velocity_energy_log(C, K, h, t, gl_nodes, gl_weights)
-        else:
-            out_loss[n_steps] = loss_from_outputs(F[0], y, loss_kind, c)
-            if decay != 0.0:
-                out_loss[n_steps] += 0.5 * decay * penalty(C[0], bias, train_outer)
-            out_energy[n_steps] = velocity_energy(C, K, h)
-        # a loss of +inf/NaN (ln L = -inf is an exact zero loss) or a non-finite energy ends the run at the
-        # step's start: P is still the last finite state and the step is not counted
-        if not (out_loss[n_steps] < math.inf and math.isfinite(out_energy[n_steps])):
+        # 5. record, advance (with drift correction), classify the surfaces reached at the step's end
+        if not _record_step(net, method, ws, t, h, n_steps, steps):
             code = status.NONFINITE
             break
-        horner_state(C, K, h, P)
-        _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
-        if not math.isfinite(max_abs(P)):
-            # the step overflowed: go back to its (finite) starting state, uncounted
-            for j in range(m):
-                for q in range(w):
-                    P[j, q] = C[0, j, q]
+        if not _advance(net, state, ws, held, h, K):
             code = status.NONFINITE
             break
         n_steps += 1
         t = t_end if final else t + h
-        if found:
-            reach = h * (1.0 + SIMULTANEOUS)
-            reached_switching(Xa, C, Ct, ct_ready, pn, xn, K, Z0, Z1, mode, drop, reach, rad, hit, work, poly_g)
-        for i in range(n):
-            for j in range(m):
-                drop[i, j] = DROP_NONE
-                reheld[i, j] = False
-        if found:
-            for slot in range(n_slots):
-                i, j = samples[slot], neurons[slot]
-                if dependent[slot]:
-                    continue
-                for e in range(2):
-                    beta = leak if e == 0 else 1.0
-                    if _exit_root(Cm, phi, slot, K - 1, beta, reach, max(span, reach), slot_band[slot, e], work,
-                                  poly, band) <= reach:
-                        hit[i, j] = True
-                        # a multiplier c / (a_j G_i) that leaves [leak, 1] with a_j G_i != 0 releases the surface;
-                        # at a_j G_i = 0 (0/0) the neuron is re-classified instead
-                        forced[i, j] = _exit_side(phi, slot, K - 1, h, beta)
-            code, n_ev = _resolve(net, method, state, S, hit, forced, t, events, n_ev)
-            for slot in range(n_slots):
-                forced[samples[slot], neurons[slot]] = 0
-            if code != status.RUNNING:
-                break
+        code, n_ev = _classify_reached(net, method, state, ws, held, h, span, found, t, events, n_ev)
+        if code != status.RUNNING:
+            break
     clock[0] = t
-    out_t[n_steps] = t
-    out_C[n_steps, 0] = P
-    out_loss[n_steps] = loss_at(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P, Z1, S, log_clock)
-    if code == status.SUCCESS and not out_loss[n_steps] < math.inf:
+    steps.t[n_steps] = t
+    steps.C[n_steps, 0] = P
+    steps.loss[n_steps] = loss_at(net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias, net.train_outer, net.decay,
+                                  P, ws.Z1, ws.S, method.log_clock)
+    if code == status.SUCCESS and not steps.loss[n_steps] < math.inf:
         code = status.NONFINITE
     return code, n_steps, n_ev
 

@@ -39,7 +39,7 @@ from ._jit import jit
 from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE, EVENT_ZENO,
                         TIE_LEAVE)
 from .roots import STACK, earliest_root, excluded
-from .stepping import taylor_step
+from .stepping import budget_spent, taylor_step
 from .tolerances import ON_SURFACE as _ON_SURFACE, RCOND, SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP, ZENO_TIME
 
 #: longest cycle of events (instants) the Zeno detector recognises
@@ -446,13 +446,8 @@ def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, 
     n_ev = 0
     code = status.RUNNING
     while True:
-        if t >= t_end:
-            code = status.SUCCESS
-            break
-        if n_steps >= max_steps:
-            break
-        if n_ev >= max_events:
-            code = status.MAX_EVENTS
+        done, code = budget_spent(t, t_end, n_steps, max_steps, n_ev, max_events, status.MAX_EVENTS)
+        if done:
             break
         scale = max(1e-300, np.max(np.abs(x)))
         # surfaces the state sits on (to rounding) or whose sign disagrees: classify now

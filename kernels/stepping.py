@@ -1,7 +1,8 @@
-"""The Taylor step-size rule shared by every integrator of the project."""
+"""The Taylor step-size rule and the budget check shared by every integrator of the project."""
 
 import math
 
+from . import status
 from ._jit import jit
 
 _SAFETY = math.exp(-2.0)
@@ -22,3 +23,16 @@ def taylor_step(size, below, top, order):
     if top > 0.0:
         rho = min(rho, (size / top) ** (1.0 / order))
     return rho * _SAFETY * math.exp(-0.7 / (order - 1))
+
+
+@jit
+def budget_spent(t, t_end, n_steps, max_steps, n_events, max_events, events_code):
+    """Whether a chunk ends before its next step, and its code: ``SUCCESS`` at ``t_end``, ``RUNNING`` when its
+    steps are used up (the caller decides whether that ends the run), ``events_code`` when its events are."""
+    if t >= t_end:
+        return True, status.SUCCESS
+    if n_steps >= max_steps:
+        return True, status.RUNNING
+    if n_events >= max_events:
+        return True, events_code
+    return False, status.RUNNING

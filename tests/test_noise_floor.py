@@ -203,6 +203,6 @@ def test_mp_rules_mirror_the_kernel():
         assert mpflow._Integrator._exit_root(engine, [mpf(5) * 10 ** -21, mpf(-1) * 10 ** -20], phi, mpf(1), mpf(1),
                                              mpf(1), mpf(10) ** -20) is None
         on = [mpf(0), mpf(10) ** -8]
-        assert mpflow._Integrator._leaving(engine, on, phi, mpf(1), mpf(1), mpf(0))
-        assert not mpflow._Integrator._leaving(engine, on, phi, mpf(1), mpf(1), mpf(10) ** -7)
+        assert mpflow._Integrator._leaving_bound(engine, on, phi, mpf(1), mpf(1), mpf(0))
+        assert not mpflow._Integrator._leaving_bound(engine, on, phi, mpf(1), mpf(1), mpf(10) ** -7)
         assert mpflow._outward(phi, mpf(1)) == 1 and mpflow._outward(phi, mpf(0)) == -1

@@ -80,6 +80,10 @@ class _Integrator:
         self.converged_at = None
         self.step_inclusion = mpf(0)
         self.reheld = set()  # surfaces re-classified at this instant after a release to the wrong side
+        # the step's Taylor coefficients of the state, pre-activations and residual weights (:meth:`_held_series`),
+        # and the switching polynomials examined (:meth:`_locate_events`): the kernel's workspace
+        self.C = self.Z = self.G = None
+        self.Zt = {}
 
     # ----- helpers ----------------------------------------------------------------------------------------
     @property
@@ -89,7 +93,7 @@ class _Integrator:
     def _held_samples(self, j):
         return [i for i in range(self.data.n) if self.mode[i][j] == HELD]
 
-    def constraints(self):
+    def _constraints(self):
         """Per neuron, ``(slot, sample, pinv row)`` of its held surfaces; slot list; dependent flags."""
         cut = linalg.rcond()
         per_neuron, slots, dependent = [], [], []
@@ -120,17 +124,25 @@ class _Integrator:
         self.events.append((self.t, kind, j, i, side, mult))
 
     # ----- classification ---------------------------------------------------------------------------------
-    def resolve(self, hit, forced):
-        """Classify, per neuron, the surfaces in ``hit`` with the others the neuron sits on (kernel ``_resolve``)."""
+    def _resolve(self, hit, forced):
+        """Classify, per neuron, the surfaces in ``hit`` with the others the neuron sits on (kernel ``_resolve``);
+        raises :class:`_Stop` with the kernel's code where no configuration is found."""
         data = self.data
         S = self.S
         G = residual_weights(data, self.P, S, self.t if self.log_clock else None)
         for j in sorted({j for _, j in hit}):
             surface = [i for i in range(data.n) if (i, j) in hit or self.mode[i][j] == HELD or (
                 self.mode[i][j] == FREE and self.drop[i][j] == DROP_CROSSED)]
-            decisions = mpevents.classify_neuron(data, G, self.P, S, j, surface,
-                                                 {i: s for (i, jj), s in forced.items() if jj == j},
-                                                 self.caratheodory, self.selection, self.tie_leave)
+            try:
+                decisions = mpevents.classify_neuron(data, G, self.P, S, j, surface,
+                                                     {i: s for (i, jj), s in forced.items() if jj == j},
+                                                     self.caratheodory, self.selection, self.tie_leave)
+            except mpevents.NoCaratheodory:
+                raise _Stop(kstatus.NO_CARATHEODORY) from None
+            except mpevents.NoConsistentConfiguration:
+                raise _Stop(kstatus.NO_CONSISTENT) from None
+            except mpevents.TooManySurfaces:
+                raise _Stop(kstatus.TOO_MANY_SURFACES) from None
             for i in surface:
                 dec = decisions[i]
                 if dec.stay:
@@ -149,8 +161,9 @@ class _Integrator:
                     self.log(dec.kind, j, i, dec.side, dec.multiplier if dec.kind == EVENT_TIE else None)
                 self.drop[i][j] = DROP_RELEASED if forced.get((i, j), 0) else DROP_CROSSED
 
-    def surfaces_reached(self):
-        """Free surfaces the state sits on (to rounding) or whose side disagrees with the sign of ``z``."""
+    def _surfaces_reached(self):
+        """Stage 1 (kernel ``_surfaces_reached``): free surfaces the state sits on (to rounding) or whose side
+        disagrees with the sign of ``z``."""
         data = self.data
         Z = preactivations(data, self.P)
         scales = [max(abs(x) for x in row[: data.da]) for row in self.P]  # per neuron, as in the kernel
@@ -190,7 +203,7 @@ class _Integrator:
             return None
         return tau
 
-    def _leaving(self, poly, phi, beta, h, band):
+    def _leaving_bound(self, poly, phi, beta, h, band):
         """The multiplier sits on ``beta`` and moves out of ``[leak, 1]`` (kernel ``_leaving_bound``)."""
         if phi[0] == 0 or abs(poly[0]) > self.noise * abs(phi[0]):
             return False
@@ -210,30 +223,86 @@ class _Integrator:
             return 0
         return 1 if (beta == 1) == (value > 0) else -1
 
-    # ----- one step ---------------------------------------------------------------------------------------
-    def step(self, t_end):
-        """One Taylor step (or one instant of releases). Returns the step record or None."""
+    # ----- the stages of one pass of the kernel's loop (:func:`flowlib.kernels.driver.integrate_chunk`) ---------
+    def step(self, t_end, max_releases):
+        """One step (or the releases at this instant, then one step): the kernel's loop body, stage for stage.
+        Returns the step's record ``(t, h, C, loss, energy)``; raises :class:`_Stop` with the kernel's code where
+        the kernel's loop ends with it, and ``NO_PROGRESS`` after ``max_releases`` releases at one instant."""
+        stalls = 0
+        while True:
+            # 1. free surfaces reached: events now
+            hit = self._surfaces_reached()
+            if hit:
+                self._resolve(hit, {})
+            # a square-loss flow whose residuals are rounding has converged to working precision: it coasts
+            if self._coasting():
+                return self._coast(t_end)
+            # 2. Taylor coefficients, held surfaces and their multipliers
+            held = self._held_series()
+            # 3. step size, noise bands, hold / release
+            h, span, final, size = self._step_size(t_end)
+            self._noise_bands(held, size)
+            released, forced = self._releases_due(held, h), True
+            if not released:
+                released, forced = self._released_backwards(h), False
+            if released:
+                stalls += 1
+                if stalls > max_releases:
+                    raise _Stop(kstatus.NO_PROGRESS)  # releases at one instant did not end
+                self._release(released, forced)
+                continue
+            # the velocity this step follows against the Filippov set (kept by the driver once the step is taken)
+            self.step_inclusion = inclusion_residual(self.data, self.G[0], self.C, self.S, self.mode, self.drop)
+            # 4. events located: the earliest root of every free switching and every exit polynomial ends the step
+            bound, found = self._locate_events(held, h, span)
+            if found:
+                h, final = bound, False
+            # 5. record, advance (with drift correction), classify the surfaces reached at the step's end
+            record = self._record_step(h)
+            self._advance(held, h)
+            self.t = t_end if final else self.t + h
+            self._classify_reached(held, h, span, found)
+            return record
+
+    def _held_surfaces(self):
+        """Stage 2a (kernel ``_held_surfaces``): the held surfaces as slots, grouped by neuron: per neuron
+        ``(slot, sample, pinv row)``, the slots ``(i, j)`` and their dependent flags. Neurons held on dependent
+        hyperplanes are re-classified first."""
+        per_neuron, slots, dependent = self._constraints()
+        if not any(dependent):
+            return per_neuron, slots, dependent
+        hit = set()
+        for slot, dep in enumerate(dependent):
+            if dep:
+                j = slots[slot][1]
+                hit.update((i, j) for _, i, _ in per_neuron[j])
+        self._resolve(hit, {})
+        return self._constraints()
+
+    def _held_series(self):
+        """Stage 2 (kernel ``_held_series``): the held surfaces, the Taylor coefficients of the state (``self.C``;
+        ``self.Z``, ``self.G``: those of the pre-activations and residual weights) and of each held surface's
+        multiplier ``Cm / phi``, ``phi = a_j G_i``; with each exit polynomial ``Cm - beta phi``."""
         data, K = self.data, self.K
-        m, da = len(self.P), data.da
-        hit = self.surfaces_reached()
-        if hit:
-            self.resolve(hit, {})
-        if data.loss_kind == LOSS_SQUARE and not data.decay and self.converged():
-            return ("step", self.coast(t_end))
-        per_neuron, slots, dependent = self.constraints()
-        if any(dependent):
-            hit = set()
-            for slot, dep in enumerate(dependent):
-                if dep:
-                    j = slots[slot][1]
-                    hit.update((i, j) for _, i, _ in per_neuron[j])
-            self.resolve(hit, {})
-            per_neuron, slots, dependent = self.constraints()
+        per_neuron, slots, dependent = self._held_surfaces()
         series = taylor_coefficients(data, self.S, self.P, K, per_neuron, self.t if self.log_clock else None)
-        C, Z, G = series.C, series.Z, series.G
+        self.C, self.Z, self.G = series.C, series.Z, series.G
         lmax = K - 1 if data.train_outer else 0
+        C, G, da = self.C, self.G, data.da
         phi = [[mp.fsum(C[l][j][da] * G[k - l][i] for l in range(min(k, lmax) + 1)) for k in range(K)]
                for i, j in slots]
+        exits = {}
+        for slot in range(len(slots)):
+            if dependent[slot]:
+                continue
+            for beta in (data.leak, mpf(1)):
+                exits[slot, beta] = [cm - beta * ph for cm, ph in zip(series.Cm[slot], phi[slot])]
+        return Held(per_neuron, slots, dependent, series.Cm, phi, exits, {})
+
+    def _step_size(self, t_end):
+        """Stage 3a (kernel ``_step_size``): ``(h, span, final, size)``; raises ``NONFINITE`` for a non-finite
+        coefficient and ``NO_PROGRESS`` for a step that does not advance ``t``."""
+        C, K = self.C, self.K
         top = _max_abs(C[K])
         below = _max_abs(C[K - 1])
         if not (mp.isfinite(top) and mp.isfinite(below)):
@@ -247,85 +316,136 @@ class _Integrator:
             h = remaining
         if not h > 0 or self.t + h == self.t:
             raise _Stop(kstatus.NO_PROGRESS)
-        exits = {}
-        for slot, (i, j) in enumerate(slots):
-            if dependent[slot]:
-                continue
-            for beta in (data.leak, mpf(1)):
-                exits[slot, beta] = [cm - beta * ph for cm, ph in zip(series.Cm[slot], phi[slot])]
-        bands = self.noise_bands(slots, per_neuron, size, G[0]) if exits else {}
-        forced = {}
-        for (slot, beta), poly in exits.items():
-            band = bands[slot, beta]
-            if self._leaving(poly, phi[slot], beta, h, band) or (  # kernel _outside_band
-                    band > 0 and abs(poly[0]) > self.noise * abs(phi[slot][0])
-                    and _outward(phi[slot], beta) * poly[0] > band):
-                side = self._exit_side(phi[slot], mpf(0), beta)
-                if side:
-                    forced[slots[slot]] = side
-        if forced:
-            return ("release", forced)
-        backwards = self.released_backwards(C, h)
-        if backwards:
-            return ("recheck", backwards)
-        # the velocity this step follows against the Filippov set (kept by the driver once the step is taken)
-        self.step_inclusion = inclusion_residual(data, G[0], C, self.S, self.mode, self.drop)
-        # earliest root of every free switching polynomial and every exit polynomial
-        bound, found = h, False
-        Zt = {}
+        return h, span, final, size
+
+    def _noise_bands(self, held, size):
+        """Stage 3b (kernel ``_noise_bands``, ``_residual_noise`` and ``_slot_noise``): ``held.band[slot, beta]``,
+        the half-width of every exit polynomial's noise band; the state is uncertain by ``max(tol, eps)
+        max|theta|``."""
+        if not held.exits:
+            return
+        data, P, S, G0 = self.data, self.P, self.S, self.G[0]
+        da = data.da
+        state_noise = max(self.tol, self.eps) * size
+        Z = preactivations(data, P)
+        gnoise = []
         for i in range(data.n):
-            for j in range(m):
+            reach = mp.fsum(abs(x) for x in data.normals[i])
+            acc = mp.fsum(abs(S[i][j]) * (abs(P[j][da]) * reach + abs(Z[i][j])) for j in range(len(P))
+                          if S[i][j] != 0)
+            if data.loss_kind == LOSS_SQUARE:
+                gnoise.append(data.c * acc * state_noise * (mp.exp(self.t) if self.log_clock else 1))
+            else:
+                gnoise.append(abs(data.y[i] * G0[i]) * acc * state_noise)
+        rows = {}
+        for entry in held.per_neuron:
+            for slot, i, row in entry:
+                rows[slot] = row
+        for slot, (i, j) in enumerate(held.slots):
+            a = P[j][da]
+            spread, value = mpf(0), mpf(0)
+            for k in range(data.n):
+                if S[k][j] == 0:
+                    continue
+                proj = mp.fdot(rows[slot], data.normals[k])
+                spread += abs(S[k][j] * proj) * gnoise[k]
+                value += abs(S[k][j] * proj * G0[k])
+            noise_cm = abs(a) * spread + state_noise * value
+            noise_phi = abs(a) * gnoise[i] + state_noise * abs(G0[i])
+            for beta in (data.leak, mpf(1)):
+                held.band[slot, beta] = NOISE_BAND * (noise_cm + abs(beta) * noise_phi)
+
+    def _releases_due(self, held, h):
+        """Stage 3c (kernel ``_releases_due``): the held surfaces released now, ``{(i, j): side}``: a multiplier on a
+        bound moving out of ``[leak, 1]`` (:meth:`_leaving_bound`), or kept beyond it inside the noise band and
+        leaving the band (:func:`_outside_band`)."""
+        forced = {}
+        for (slot, beta), poly in held.exits.items():
+            band = held.band[slot, beta]
+            if self._leaving_bound(poly, held.phi[slot], beta, h, band) or \
+                    _outside_band(poly, held.phi[slot], beta, band, self.noise):
+                side = self._exit_side(held.phi[slot], mpf(0), beta)
+                if side:
+                    forced[held.slots[slot]] = side
+        return forced
+
+    def _release(self, hit, forced):
+        """Stage 3d (kernel ``_release``): classify the surfaces ``hit`` at this instant, ``forced`` (true) to the
+        sides ``hit`` maps them to."""
+        self._resolve(set(hit), hit if forced else {})
+
+    def _locate_events(self, held, h, span):
+        """Stage 4 (kernel ``_locate_events``): ``(bound, found)``, the earliest root in ``(0, h]`` of every free
+        switching polynomial and of every exit polynomial. Keeps the switching polynomials examined (``self.Zt``)
+        for :meth:`_classify_reached`."""
+        data, K, Z = self.data, self.K, self.Z
+        bound, found = h, False
+        self.Zt = {}
+        for i in range(data.n):
+            for j in range(len(self.P)):
                 if self.mode[i][j] != FREE:
                     continue
                 g = [Z[k][i][j] for k in range(K + 1)]
-                Zt[i, j] = g
+                self.Zt[i, j] = g
                 if excluded(g, bound, self.drop[i][j]):
                     continue
                 tau = earliest_root(g, bound, self.drop[i][j])
                 if tau is not None and tau <= bound:
                     bound, found = tau, True
-        for (slot, beta), poly in exits.items():
-            tau = self._exit_root(poly, phi[slot], beta, bound, max(span, bound), bands[slot, beta])
+        for (slot, beta), poly in held.exits.items():
+            tau = self._exit_root(poly, held.phi[slot], beta, bound, max(span, bound), held.band[slot, beta])
             if tau is not None and tau <= bound:
                 bound, found = tau, True
-        if found:
-            h, final = bound, False
+        return bound, found
+
+    def _record_step(self, h):
+        """Stage 5a (kernel ``_record_step``): the step's record ``(t, h, C, loss, energy)``; raises ``NONFINITE``
+        for a loss of ``+inf``/NaN or a non-finite energy (``ln L = -inf`` is an exact zero loss)."""
+        data, C = self.data, self.C
         if self.log_clock:
             record = (self.t, h, C, mp.log(loss_value(data, self.P, self.S)), velocity_energy_log(C, h, self.t))
         else:
             record = (self.t, h, C, loss_value(data, self.P, self.S), velocity_energy(C, h))
-        if not (record[3] < mp.inf and mp.isfinite(record[4])):  # ln L = -inf is an exact zero loss
+        if not (record[3] < mp.inf and mp.isfinite(record[4])):
             raise _Stop(kstatus.NONFINITE)
-        state = state_at(C, h)
+        return record
+
+    def _advance(self, held, h):
+        """Stage 5b (kernel ``_advance``): the state at the step's end, held neurons projected back onto their
+        surfaces; raises ``NONFINITE`` (the state unchanged) when it is not finite."""
+        state = state_at(self.C, h)
         if not mp.isfinite(_max_abs(state)):
             raise _Stop(kstatus.NONFINITE)
         self.P = state
-        self._project(per_neuron)
-        self.t = t_end if final else self.t + h
+        self._project_onto_surfaces(held.per_neuron)
+
+    def _classify_reached(self, held, h, span, found):
+        """Stage 5c (kernel ``_classify_reached``): at an event, the free surfaces reached within ``SIMULTANEOUS h``
+        of the step's end and the held surfaces whose multiplier leaves ``[leak, 1]`` there are classified
+        together; the marks of surfaces just crossed or left are cleared first."""
         reach = h * (1 + tolerance("simultaneous"))
         hit, forced = set(), {}
         if found:
-            for (i, j), g in Zt.items():
+            for (i, j), g in self.Zt.items():
                 if not excluded(g, reach, self.drop[i][j]):
                     tau = earliest_root(g, reach, self.drop[i][j])
                     if tau is not None and tau <= reach:
                         hit.add((i, j))
-        self.drop = [[DROP_NONE] * m for _ in range(data.n)]
+        self.drop = [[DROP_NONE] * len(self.P) for _ in range(self.data.n)]
         self.reheld = set()
-        if found:
-            for (slot, beta), poly in exits.items():
-                tau = self._exit_root(poly, phi[slot], beta, reach, max(span, reach), bands[slot, beta])
-                if tau is not None and tau <= reach:
-                    hit.add(slots[slot])
-                    forced[slots[slot]] = self._exit_side(phi[slot], h, beta)
-            forced = {key: side for key, side in forced.items() if side}
-            self.resolve(hit, forced)
-        return ("step", record)
+        if not found:
+            return
+        for (slot, beta), poly in held.exits.items():
+            tau = self._exit_root(poly, held.phi[slot], beta, reach, max(span, reach), held.band[slot, beta])
+            if tau is not None and tau <= reach:
+                hit.add(held.slots[slot])
+                forced[held.slots[slot]] = self._exit_side(held.phi[slot], h, beta)
+        self._resolve(hit, {key: side for key, side in forced.items() if side})
 
-    def released_backwards(self, C, h):
+    def _released_backwards(self, h):
         """Surfaces released at this instant whose switching polynomial first leaves the on-surface band within
         the step ``h`` on the other side (kernel ``_released_backwards``): re-classified once per instant."""
-        data, K = self.data, self.K
+        data, K, C = self.data, self.K, self.C
         found = set()
         for i in range(data.n):
             reach = mp.fsum(abs(x) for x in data.normals[i])
@@ -344,11 +464,13 @@ class _Integrator:
         self.reheld |= found
         return found
 
-    def converged(self):
-        """A square-loss flow converged to working precision (kernel ``_converged``): every residual
-        ``|f(x_i) - y_i|`` at most ``CONVERGED_ROUNDINGS`` rounding errors ``eps (sum_j |s_ij a_j| sum_q |p_jq x_iq|
-        + |y_i|)`` of the output."""
+    def _coasting(self):
+        """A square-loss flow (without weight decay) converged to working precision (kernel ``_coasting`` and
+        ``_converged``): every residual ``|f(x_i) - y_i|`` at most ``CONVERGED_ROUNDINGS`` rounding errors
+        ``eps (sum_j |s_ij a_j| sum_q |p_jq x_iq| + |y_i|)`` of the output."""
         data, P, S = self.data, self.P, self.S
+        if data.loss_kind != LOSS_SQUARE or data.decay:
+            return False
         Z = preactivations(data, P)
         da = data.da
         for i in range(data.n):
@@ -359,7 +481,7 @@ class _Integrator:
                 return False
         return True
 
-    def coast(self, t_end):
+    def _coast(self, t_end):
         """The last step of a converged flow: the state held constant from now to ``t_end`` (kernel ``_coast``)."""
         K, da = self.K, self.data.da
         C = [[list(row) for row in self.P]] + [[[mpf(0)] * (da + 1) for _ in self.P] for _ in range(K)]
@@ -369,43 +491,7 @@ class _Integrator:
         self.t = t_end
         return record
 
-    def noise_bands(self, slots, per_neuron, size, G0):
-        """Half-width of the noise band of every exit polynomial, ``{(slot, beta): band}`` (kernel
-        ``_residual_noise`` and ``_slot_noise``): the state is uncertain by ``max(tol, eps) max|theta|``."""
-        data, P, S = self.data, self.P, self.S
-        da = data.da
-        state_noise = max(self.tol, self.eps) * size
-        Z = preactivations(data, P)
-        gnoise = []
-        for i in range(data.n):
-            reach = mp.fsum(abs(x) for x in data.normals[i])
-            acc = mp.fsum(abs(S[i][j]) * (abs(P[j][da]) * reach + abs(Z[i][j])) for j in range(len(P))
-                          if S[i][j] != 0)
-            if data.loss_kind == LOSS_SQUARE:
-                gnoise.append(data.c * acc * state_noise * (mp.exp(self.t) if self.log_clock else 1))
-            else:
-                gnoise.append(abs(data.y[i] * G0[i]) * acc * state_noise)
-        rows = {}
-        for entry in per_neuron:
-            for slot, i, row in entry:
-                rows[slot] = row
-        bands = {}
-        for slot, (i, j) in enumerate(slots):
-            a = P[j][da]
-            spread, value = mpf(0), mpf(0)
-            for k in range(data.n):
-                if S[k][j] == 0:
-                    continue
-                proj = mp.fdot(rows[slot], data.normals[k])
-                spread += abs(S[k][j] * proj) * gnoise[k]
-                value += abs(S[k][j] * proj * G0[k])
-            noise_cm = abs(a) * spread + state_noise * value
-            noise_phi = abs(a) * gnoise[i] + state_noise * abs(G0[i])
-            for beta in (data.leak, mpf(1)):
-                bands[slot, beta] = NOISE_BAND * (noise_cm + abs(beta) * noise_phi)
-        return bands
-
-    def _project(self, per_neuron):
+    def _project_onto_surfaces(self, per_neuron):
         """Drift correction: put each held neuron back on the intersection of its held surfaces."""
         da = self.data.da
         for j, entry in enumerate(per_neuron):
@@ -414,6 +500,28 @@ class _Integrator:
             coefs = [mp.fdot(row, self.P[j][:da]) for _, _, row in entry]
             for (_, i, _), c in zip(entry, coefs):
                 self.P[j][:da] = [p - c * x for p, x in zip(self.P[j][:da], self.data.normals[i])]
+
+
+@dataclass
+class Held:
+    """The held surfaces of one step (kernel ``Held``): per neuron ``(slot, sample, pinv row)``, the slots
+    ``(i, j)``, their dependent flags, the Taylor coefficients of the multipliers' numerators ``Cm`` and of
+    ``phi = a_j G_i`` (per slot), the exit polynomials ``{(slot, beta): Cm - beta phi}`` of the independent slots,
+    and their noise bands ``{(slot, beta): half-width}`` (:meth:`_Integrator._noise_bands`)."""
+
+    per_neuron: list
+    slots: list
+    dependent: list
+    Cm: list
+    phi: list
+    exits: dict
+    band: dict
+
+
+def _outside_band(poly, phi, beta, band, noise):
+    """The multiplier starts beyond ``beta`` by more than the noise band ``band`` (kernel ``_outside_band``); not
+    when it is on the bound to rounding (``noise`` relative to ``phi``)."""
+    return band > 0 and abs(poly[0]) > noise * abs(phi[0]) and _outward(phi, beta) * poly[0] > band
 
 
 def _outward(phi, beta):
@@ -517,7 +625,7 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
                         saved = engine.snapshot()
                         try:
                             interrupted["raise"] = True
-                            what, payload = _one_instant(engine, target, data.n * len(P) + 1)
+                            payload = _one_instant(engine, target, data.n * len(P) + 1)
                             interrupted["raise"] = False
                         except StepInterrupted:
                             interrupted["raise"] = False
@@ -676,17 +784,6 @@ class _Watch:
 
 
 def _one_instant(engine: _Integrator, t_end, max_releases):
-    """Releases at the current instant until a step is taken (each pass releases at least one surface)."""
-    for _ in range(max_releases + 1):
-        try:
-            what, payload = engine.step(t_end)
-        except mpevents.NoCaratheodory:
-            raise _Stop(kstatus.NO_CARATHEODORY) from None
-        except mpevents.NoConsistentConfiguration:
-            raise _Stop(kstatus.NO_CONSISTENT) from None
-        except mpevents.TooManySurfaces:
-            raise _Stop(kstatus.TOO_MANY_SURFACES) from None
-        if what == "step":
-            return what, payload
-        engine.resolve(set(payload), payload if what == "release" else {})
-    raise _Stop(kstatus.NO_PROGRESS)  # releases at one instant did not end
+    """One step of ``engine`` towards ``t_end`` (:meth:`_Integrator.step`, at most ``max_releases`` releases at one
+    instant): its record ``(t, h, C, loss, energy)``."""
+    return engine.step(t_end, max_releases)
