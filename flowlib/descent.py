@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from flowlib.flow import kernel_network
+from flowlib.kernels import bundles
 from flowlib.kernels import descent as kdescent
 from flowlib.kernels import status as kstatus
 from flowlib.problem import Params, Problem
@@ -118,9 +120,10 @@ class _Float64Run:
 
     def __init__(self, problem: Problem, P: np.ndarray, lr: float, selection: float, steps: int,
                  record_every: int, batches: _BatchStream | None = None):
-        self.problem, self.lr, self.selection, self.steps, self.record_every = (problem, lr, selection, steps,
-                                                                                 record_every)
+        self.problem, self.steps, self.record_every = problem, steps, record_every
         self.batches = batches
+        self.net = kernel_network(problem)
+        self.descent = bundles.descent(selection, lr, _batch_factor(problem))
         self.P = P
         self.active = np.empty((problem.n, P.shape[0]), dtype=np.bool_)
         kdescent.activation_sides(problem.augmented_inputs, P, self.active)
@@ -130,9 +133,7 @@ class _Float64Run:
         self.advance(0, 1)  # compiles (or loads) the kernel now, so that wall_s excludes compilation
 
     def loss(self) -> float:
-        p = self.problem
-        return kdescent.objective(p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak, p.bias, p.train_outer,
-                                  p.weight_decay, self.P)
+        return kdescent.objective(self.net, self.P)
 
     def state(self) -> np.ndarray:
         return self.P.copy()
@@ -144,23 +145,16 @@ class _Float64Run:
     def advance(self, max_steps: int, max_events: int, interrupt: dict | None = None):
         """Up to ``max_steps`` iterations; returns the kernel's code (:mod:`flowlib.kernels.status`), the records
         ``(iterations, states, losses)`` and the flips ``(iteration, neuron, sample, side)`` of the chunk."""
-        p = self.problem
-        n, m = p.n, self.P.shape[0]
-        cap = max_steps // self.record_every + 2
-        out_iter, out_states, out_loss = np.empty(cap, np.int64), np.empty((cap,) + self.P.shape), np.empty(cap)
-        size = max_events + n * m
-        f_iter, f_neuron, f_sample = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
-        f_side = np.empty(size, np.int8)
+        m, w = self.P.shape
+        records = bundles.iterate_log(max_steps // self.record_every + 2, m, w)
+        flips = bundles.flip_log(max_events + self.problem.n * m)
         flat = offsets = None
         if self.batches is not None:
             flat, offsets = self.batches.take(self.k, min(max_steps, self.steps - self.k))
-        code, self.k, r, e = kdescent.descend_chunk(
-            p.augmented_inputs, p.y, p.loss_code, p.scale, p.leak, self.selection, p.bias, p.train_outer, self.lr,
-            p.weight_decay, _batch_factor(p), flat, offsets, self.P, self.active, self.k, self.steps, max_steps,
-            self.record_every, max_events, out_iter, out_states, out_loss, f_iter, f_neuron, f_sample, f_side)
-        records = (out_iter[:r], out_states[:r], out_loss[:r])
-        flips = (f_iter[:e], f_neuron[:e], f_sample[:e], f_side[:e])
-        return code, records, flips
+        code, self.k, r, e = kdescent.descend_chunk(self.net, self.descent, self.P, self.active, flat, offsets, self.k,
+                                                    self.steps, max_steps, self.record_every, max_events, records,
+                                                    flips)
+        return code, tuple(column[:r] for column in records), tuple(column[:e] for column in flips)
 
     def rewind(self, k: int, state: np.ndarray) -> None:
         """Make iterate ``k`` (its recorded ``state``) the current one: a stop rule met there."""
@@ -275,6 +269,34 @@ def _check_options(problem, params0, lr, steps, dps, record_every, selection, ma
     return lr, steps, dps, record_every, selection, max_events
 
 
+def _check_batching(problem, batch_size, replacement, seed) -> tuple[int, bool, int]:
+    """The mini-batch arguments of SGD, validated (``ValueError`` naming the argument)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or \
+            not 1 <= batch_size <= problem.n:
+        raise ValueError(f"batch_size must be an integer in [1, n] = [1, {problem.n}], got {batch_size!r}")
+    if not isinstance(replacement, (bool, np.bool_)):
+        raise ValueError(f"replacement must be True or False, got {replacement!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(batch_size), bool(replacement), int(seed)
+
+
+def _checked_run(problem, params0, lr, steps, dps, record_every, selection, max_events, until, progress, callback,
+                 batching=None) -> DescentResult:
+    """:func:`gradient_descent` (``batching`` ``None``) or :func:`stochastic_gradient_descent` (``batching`` the
+    ``(batch_size, replacement, seed)`` of its batches): the arguments checked, the run's options, the run."""
+    lr, steps, dps, record_every, selection, max_events = _check_options(
+        problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback, until)
+    options = {"record_every": record_every, "max_events": max_events}
+    stream = None
+    if batching is not None:
+        batch_size, replacement, seed = _check_batching(problem, *batching)
+        stream = _BatchStream(problem.n, batch_size, replacement, seed)
+        options.update(method="sgd", batch_size=batch_size, replacement=replacement, seed=seed)
+    return _descend(problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback,
+                    stream, options, until)
+
+
 def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *, dps: int | None = None,
                      record_every: int = 1, selection: float | None = None, max_events: int = 1_000_000,
                      until: Until | None = None, progress: bool = False, callback=None) -> DescentResult:
@@ -352,10 +374,8 @@ def gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *
     >>> round(float(gd.loss[-1]), 6) < round(float(gd.loss[0]), 6)
     True
     """
-    lr, steps, dps, record_every, selection, max_events = _check_options(
-        problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback, until)
-    return _descend(problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback,
-                    None, {"record_every": record_every, "max_events": max_events}, until)
+    return _checked_run(problem, params0, lr, steps, dps, record_every, selection, max_events, until, progress,
+                        callback)
 
 
 def stochastic_gradient_descent(problem: Problem, params0: Params, lr: float, steps: int, *, batch_size: int,
@@ -385,11 +405,8 @@ def stochastic_gradient_descent(problem: Problem, params0: Params, lr: float, st
 
     Parameters
     ----------
-    problem : Problem
-    params0 : Params
-        Initial parameters; must fit ``problem``.
-    lr : float
-        Step size, positive and finite.
+    problem, params0, lr
+        As for :func:`gradient_descent`: the problem, initial parameters that fit it, and the step size.
     steps : int
         Number of mini-batch updates, ``>= 0``.
     batch_size : int
@@ -432,21 +449,8 @@ def stochastic_gradient_descent(problem: Problem, params0: Params, lr: float, st
     >>> bool((full.states == fl.gradient_descent(prob, p0, lr=0.1, steps=300).states).all())
     True
     """
-    lr, steps, dps, record_every, selection, max_events = _check_options(
-        problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback, until)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or \
-            not 1 <= batch_size <= problem.n:
-        raise ValueError(f"batch_size must be an integer in [1, n] = [1, {problem.n}], got {batch_size!r}")
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False, got {replacement!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    batch_size, replacement, seed = int(batch_size), bool(replacement), int(seed)
-    stream = _BatchStream(problem.n, batch_size, replacement, seed)
-    options = {"record_every": record_every, "max_events": max_events, "method": "sgd", "batch_size": batch_size,
-               "replacement": replacement, "seed": seed}
-    return _descend(problem, params0, lr, steps, dps, record_every, selection, max_events, progress, callback,
-                    stream, options, until)
+    return _checked_run(problem, params0, lr, steps, dps, record_every, selection, max_events, until, progress,
+                        callback, (batch_size, replacement, seed))
 
 
 class _Rule:

@@ -22,8 +22,8 @@ import numpy as np
 from flowlib.ensemble_result import PENDING, EnsembleResult, empty_members, versions
 from flowlib.ensemble_store import ChunkStore, chunk_bounds
 from flowlib.kernels import status as kstatus
-from flowlib.flow import (TIE_POLICIES, check_rtol, check_solution, gauss_legendre, initial_surfaces,
-                          resolve_horizon)
+from flowlib.flow import (TIE_POLICIES, check_rtol, check_solution, initial_surfaces, kernel_bundles,
+                          kernel_network, resolve_horizon)
 from flowlib.problem import Params, Problem, as_real_array
 from flowlib.progress import check_callback, report
 from flowlib.running import check_budget, order_for, progress_bar, sigint_flag
@@ -511,13 +511,12 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
 
     k = settings
     count = len(P0)
-    Xa, args = problem.augmented_inputs, (problem.y, problem.loss_code, problem.scale, problem.leak)
     out_P, out_code = np.empty_like(P0), np.empty(count, np.int64)
     if method == "gd":
         out_steps, out_info = np.empty(count, np.int64), np.empty((count, 3))
-        kens.descend_batch(Xa, *args, k["selection"], problem.bias, problem.train_outer, k["lr"],
-                           problem.weight_decay, P0, k["steps"], k["loss_below"], k["deadline_steps"], k["coef"],
-                           k["offset"], k["lin_tol"], out_P, out_code, out_steps, out_info, stop)
+        descent = bundles.descent(k["selection"], k["lr"], 1.0)  # full batch: batch_c is not used
+        kens.descend_batch(kernel_network(problem), descent, P0, k["steps"], k["loss_below"], k["deadline_steps"],
+                           k["coef"], k["offset"], k["lin_tol"], out_P, out_code, out_steps, out_info, stop)
         return _finished({"final": out_P, "loss": out_info[:, 0], "t": out_steps * k["lr"], "steps": out_steps,
                           "events": out_info[:, 1].astype(np.int64), "event_counts": np.zeros((count, 6), np.int64),
                           "status_code": out_code.astype(np.int16), "energy_residual": np.full(count, np.nan),
@@ -525,11 +524,9 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
     surfaces = [initial_surfaces(problem, P) for P in P0]
     active0 = np.ascontiguousarray(np.stack([s[0] for s in surfaces]))
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
-    nodes, weights = gauss_legendre(k["order"] + 1)
     out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 6))
-    net = bundles.network(Xa, *args, problem.bias, problem.train_outer, problem.weight_decay)
-    method = bundles.method(k["order"], k["rtol"], k["caratheodory"], k["selection"], k["tie"], k["log_clock"], nodes,
-                            weights)
+    net, method = kernel_bundles(problem, k["order"], k["rtol"], k["caratheodory"], k["selection"], k["tie"],
+                                 k["log_clock"])
     kens.flow_batch(net, method, P0, active0, mode0, k["u_end"], k["u_deadline"], k["max_steps"], k["max_events"],
                     k["loss_below"], k["coef"], k["offset"], k["lin_tol"], out_P, out_code, out_counts, out_info, stop)
     with np.errstate(over="ignore"):

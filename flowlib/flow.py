@@ -368,11 +368,22 @@ def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selec
                  log_clock: bool) -> tuple[bundles.Network, bundles.Method]:
     """The leading arguments of :func:`~flowlib.kernels.driver.integrate_chunk`: the problem and the method (order,
     tolerance, solution concept, clock and quadrature) as the kernels' bundles, from checked options."""
+    return kernel_bundles(problem, order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock)
+
+
+def kernel_bundles(problem: Problem, order: int, rtol: float, caratheodory: bool, selection: float, tie_policy: int,
+                   log_clock: bool) -> tuple[bundles.Network, bundles.Method]:
+    """:func:`kernel_setup` from options already in the kernels' terms: whether the solution is Caratheodory's
+    (else Filippov's) and the tie policy's code (a value of :data:`TIE_POLICIES`)."""
     nodes, weights = gauss_legendre(order + 1)
-    net = bundles.network(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak,
-                          problem.bias, problem.train_outer, problem.weight_decay)
-    return net, bundles.method(order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock,
-                               nodes, weights)
+    return kernel_network(problem), bundles.method(order, rtol, caratheodory, selection, tie_policy, log_clock, nodes,
+                                                   weights)
+
+
+def kernel_network(problem: Problem) -> bundles.Network:
+    """``problem`` as the kernels' :class:`~flowlib.kernels.bundles.Network`, for the flow and gradient descent."""
+    return bundles.network(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak,
+                           problem.bias, problem.train_outer, problem.weight_decay)
 
 
 def first_chunk_steps(n: int, m: int, w: int, order: int) -> int:

@@ -1,9 +1,12 @@
-"""The argument bundles of the flow kernels: the problem, the method, the state and the two logs.
+"""The argument bundles of the kernels: the problem, the method, the state and the logs.
 
 :func:`.driver.integrate_chunk` and its stages, and :func:`.ensemble.flow_member`, take these named tuples
 instead of some thirty positional arguments (Numba types a named tuple by its fields, so a bundle costs nothing
 at run time). Build them with :func:`network` and :func:`method`, which fix every field's type, so that all callers
-share one compiled specialisation. Plain Python (no numba import).
+share one compiled specialisation. Gradient descent (:func:`.descent.descend_chunk`, :func:`.descent.descent_update`,
+:func:`.ensemble.descend_member`) takes the same :class:`Network` with a :class:`Descent` (built by
+:func:`descent`), and logs into an :class:`IterateLog` and a :class:`FlipLog` (:func:`iterate_log`,
+:func:`flip_log`). Plain Python (no numba import).
 """
 
 from __future__ import annotations
@@ -100,3 +103,50 @@ def event_log(events: int) -> EventLog:
     """Fresh buffers for ``events`` events."""
     return EventLog(np.empty(events), np.empty(events, np.int8), np.empty(events, np.int64),
                     np.empty(events, np.int64), np.empty(events, np.int8), np.empty(events))
+
+
+class Descent(NamedTuple):
+    """How gradient descent steps on a :class:`Network` (whose ``decay`` is the weight decay ``lambda``).
+
+    ``selection`` is the slope ``sigma'(0)`` used where ``z_ij == 0``, ``lr`` the step size. ``batch_c`` serves
+    mini-batch steps only: a batch of ``|B|`` samples weights each term by ``batch_c / |B|`` (``batch_c`` is 1 for
+    the mean and ``n`` for the sum), where a full-batch step weights each by the network's ``c``."""
+
+    selection: float
+    lr: float
+    batch_c: float
+
+
+class IterateLog(NamedTuple):
+    """Per recorded iterate: its index ``k`` (int64), its state ``P`` (``R, m, d + 2``) and its objective
+    ``loss`` ``L + lambda/2 |theta_trained|^2``."""
+
+    k: np.ndarray
+    P: np.ndarray
+    loss: np.ndarray
+
+
+class FlipLog(NamedTuple):
+    """Per activation flip: the iterate ``k`` at which ``z_ij`` changed side (int64), neuron ``j`` and sample ``i``
+    (int64), and the side entered (int8; +1: ``z > 0``, -1: ``z <= 0``)."""
+
+    k: np.ndarray
+    neuron: np.ndarray
+    sample: np.ndarray
+    side: np.ndarray
+
+
+def descent(selection, lr, batch_c) -> Descent:
+    """A :class:`Descent` with every field of its one kernel type (float)."""
+    return Descent(float(selection), float(lr), float(batch_c))
+
+
+def iterate_log(records: int, m: int, w: int) -> IterateLog:
+    """Fresh buffers for ``records`` recorded iterates of ``m`` neurons of ``w`` parameters each."""
+    return IterateLog(np.empty(records, np.int64), np.empty((records, m, w)), np.empty(records))
+
+
+def flip_log(flips: int) -> FlipLog:
+    """Fresh buffers for ``flips`` flips."""
+    return FlipLog(np.empty(flips, np.int64), np.empty(flips, np.int64), np.empty(flips, np.int64),
+                   np.empty(flips, np.int8))

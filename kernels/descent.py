@@ -78,40 +78,63 @@ def iterate_loss(y, loss_kind, c, leak, P, Z, work):
 
 
 @jit
-def objective(Xa, y, loss_kind, c, leak, bias, train_outer, weight_decay, P):
-    """``L(P) + weight_decay / 2 |theta_trained|^2`` (:func:`descent_loss`, plus :func:`penalty` when
-    ``weight_decay != 0``)."""
-    total = descent_loss(Xa, y, loss_kind, c, leak, P)
-    if weight_decay != 0.0:
-        total += 0.5 * weight_decay * penalty(P, bias, train_outer)
+def objective(net, P):
+    """``L(P) + lambda / 2 |theta_trained|^2`` on the :class:`.bundles.Network` ``net`` (:func:`descent_loss`, plus
+    :func:`penalty` when ``lambda = net.decay != 0``)."""
+    total = descent_loss(net.Xa, net.y, net.loss_kind, net.c, net.leak, P)
+    if net.decay != 0.0:
+        total += 0.5 * net.decay * penalty(P, net.bias, net.train_outer)
     return total
 
 
 @jit
-def iterate_objective(y, loss_kind, c, leak, bias, train_outer, weight_decay, P, Z, work):
+def iterate_objective(net, P, Z, work):
     """:func:`objective` from the pre-activations ``Z`` of ``P`` (``work``: scratch of shape ``(n,)``)."""
-    total = iterate_loss(y, loss_kind, c, leak, P, Z, work)
-    if weight_decay != 0.0:
-        total += 0.5 * weight_decay * penalty(P, bias, train_outer)
+    total = iterate_loss(net.y, net.loss_kind, net.c, net.leak, P, Z, work)
+    if net.decay != 0.0:
+        total += 0.5 * net.decay * penalty(P, net.bias, net.train_outer)
     return total
 
 
 @jit
-def descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, Z, G, grad, batch):
-    """One iteration ``P <- P - lr (g + weight_decay P)`` in place, ``g`` the (mini-batch) gradient: the single update
+def descent_update(net, descent, P, Z, G, grad, batch):
+    """One iteration ``P <- P - lr (g + lambda P)`` in place, ``g`` the (mini-batch) gradient: the single update
     rule of every GD and SGD kernel.
 
-    ``batch`` is ``None`` for the full gradient (every sample, in order), or an int64 array of sample indices: the
-    gradient then sums over these, in this order (a repeated index counts each time), each term weighted by ``c``.
-    The decay term is added to the gradient of trained parameters only, and only when ``weight_decay != 0``.
-    ``Z`` holds the pre-activations of ``P`` (every sample) on entry and those of the new iterate on return; ``G``
-    (at least as long as the batch) and ``grad`` (shape of ``P``) are scratch. Returns ``False``, with ``P`` and
-    ``Z`` unchanged, when the next iterate would not be finite.
+    Parameters
+    ----------
+    net : Network
+        The objective (:class:`.bundles.Network`); ``net.decay`` is the weight decay ``lambda``.
+    descent : Descent
+        ``selection``, ``lr`` and ``batch_c`` (:class:`.bundles.Descent`).
+    P : ndarray, shape (m, d + 2), float64
+        The iterate, updated in place.
+    Z : ndarray, shape (n, m), float64
+        The pre-activations of ``P`` (every sample) on entry, those of the new iterate on return.
+    G, grad : ndarray, shapes (at least as long as the batch,), (m, d + 2), float64
+        Scratch.
+    batch : None or ndarray of int64
+        ``None`` for the full gradient (every sample, in order, each term weighted by ``net.c``), or sample indices:
+        the gradient then sums over these, in this order (a repeated index counts each time), each term weighted by
+        ``descent.batch_c / len(batch)``.
+
+    Returns
+    -------
+    bool
+        ``False``, with ``P`` and ``Z`` unchanged, when the next iterate would not be finite.
+
+    Notes
+    -----
+    The decay term is added to the gradient of trained parameters only, and only when ``lambda != 0``.
     """
+    Xa, y, loss_kind, leak = net.Xa, net.y, net.loss_kind, net.leak
+    bias, train_outer, weight_decay = net.bias, net.train_outer, net.decay
+    selection, lr = descent.selection, descent.lr
     n, da = Xa.shape
     m = P.shape[0]
     d = da - 1
     nb = n if batch is None else batch.shape[0]
+    c = net.c if batch is None else descent.batch_c / nb
     # residual weights G_t = c l'(f_i) at the current iterate, i the t-th sample of the batch
     for t in range(nb):
         i = t if batch is None else batch[t]
@@ -170,42 +193,49 @@ def descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
 
 
 @jit
-def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, batch_c, batches,
-                  offsets, P, active, k_start, k_end, max_steps, record_every, max_flips, out_iter, out_states,
-                  out_loss, out_flip_iter, out_flip_neuron, out_flip_sample, out_flip_side):
+def log_flips(Z, active, k, flips, n_flip):
+    """Bring ``active`` (``z_ij > 0``, bool, shape ``(n, m)``) to the sides of the pre-activations ``Z`` of iterate
+    ``k``, logging each change into the :class:`.bundles.FlipLog` ``flips`` from entry ``n_flip`` on, sample by
+    sample, neuron by neuron (``flips`` ``None``: only count them). Returns ``n_flip`` plus the number of changes."""
+    for i in range(Z.shape[0]):
+        for j in range(Z.shape[1]):
+            up = Z[i, j] > 0.0
+            if up != active[i, j]:
+                active[i, j] = up
+                if flips is not None:
+                    flips.k[n_flip] = k
+                    flips.neuron[n_flip] = j
+                    flips.sample[n_flip] = i
+                    flips.side[n_flip] = 1 if up else -1
+                n_flip += 1
+    return n_flip
+
+
+@jit
+def descend_chunk(net, descent, P, active, batches, offsets, k_start, k_end, max_steps, record_every, max_flips,
+                  records, flips):
     """Run up to ``max_steps`` steps of (stochastic) gradient descent from iterate ``k_start`` (at most up to
     ``k_end``).
 
     Parameters
     ----------
-    Xa : ndarray, shape (n, d + 1), float64, C-contiguous
-        Data with a column of ones appended.
-    y : ndarray, shape (n,), float64
-        Labels (targets for the square loss).
-    loss_kind : int
-        ``LOSS_EXP``, ``LOSS_LOGISTIC`` or ``LOSS_SQUARE`` (:mod:`.series`).
-    c : float
-        Reduction factor of the loss (``1/n`` for the mean, 1 for the sum); the factor of the full gradient.
-    leak, selection : float
-        Negative-side slope of the activation, and the slope ``sigma'(0)`` used where ``z_ij == 0``.
-    bias, train_outer : bool
-        Whether ``b`` and ``a`` move (``b_j`` stays 0 without bias; ``a`` stays fixed unless ``train_outer``).
-    lr : float
-        Step size.
-    weight_decay : float
-        ``lambda >= 0``: ``lambda theta`` is added to the gradient of the trained parameters, and
+    net : Network
+        The objective (:class:`.bundles.Network`): data ``Xa`` (``n, d + 1``, with a column of ones), labels ``y``,
+        loss code, reduction factor ``c`` (the factor of the full gradient), ``leak``, whether ``b`` and ``a`` move
+        (``b_j`` stays 0 without bias; ``a`` stays fixed unless ``train_outer``), and the weight decay
+        ``lambda = net.decay >= 0``: ``lambda theta`` is added to the gradient of the trained parameters, and
         ``lambda/2 |theta_trained|^2`` to the recorded losses (nothing is computed for 0).
-    batch_c : float
-        Mini-batch steps only: the batch of ``|B|`` samples weights each term by ``batch_c / |B|`` (``batch_c`` is
-        1 for the mean and ``n`` for the sum).
-    batches, offsets : None, or ndarray of int64, shapes (S,), (max_steps + 1,)
-        ``None`` for full-batch steps. Otherwise step ``k_start + s + 1`` uses the samples
-        ``batches[offsets[s]:offsets[s + 1]]`` (non-empty; summed in this order); ``offsets`` must cover the
-        steps this call may take.
+    descent : Descent
+        The slope ``sigma'(0)`` used where ``z_ij == 0``, the step size, and the factor of mini-batch steps
+        (:class:`.bundles.Descent`).
     P : ndarray, shape (m, d + 2), float64, C-contiguous
         The state at iterate ``k_start`` on entry, at the iterate reached on return (updated in place).
     active : ndarray, shape (n, m), bool
         ``z_ij > 0`` at iterate ``k_start`` on entry; kept in step with ``P``.
+    batches, offsets : None, or ndarray of int64, shapes (S,), (max_steps + 1,)
+        ``None`` for full-batch steps. Otherwise step ``k_start + s + 1`` uses the samples
+        ``batches[offsets[s]:offsets[s + 1]]`` (non-empty; summed in this order); ``offsets`` must cover the
+        steps this call may take.
     k_start, k_end : int
         Index of the iterate held in ``P`` and of the last iterate of the run.
     max_steps : int
@@ -214,14 +244,15 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, w
         Iterates with ``k % record_every == 0``, and iterate ``k_end``, are recorded (``k_start`` is not: the
         caller has it).
     max_flips : int
-        The call returns ``EVENT_BUFFER_FULL`` once at least this many flips are logged; the flip buffers must
-        hold ``max_flips + n * m`` entries (an iterate's flips are never split across calls).
-    out_iter, out_states, out_loss : ndarray, shapes (R,), (R, m, d + 2), (R,)
-        Recorded iteration indices (int64), states and objectives ``L + lambda/2 |theta_trained|^2``; ``R`` must
-        cover the records of ``max_steps`` steps (``max_steps // record_every + 2`` does).
-    out_flip_iter, out_flip_neuron, out_flip_sample, out_flip_side : ndarray, int64, int64, int64, int8
-        Flip log: iterate ``k`` at which ``z_ij`` changed side, neuron ``j``, sample ``i``, side entered (+1:
-        ``z > 0``, -1: ``z <= 0``).
+        The call returns ``EVENT_BUFFER_FULL`` once at least this many flips are logged; ``flips`` must hold
+        ``max_flips + n * m`` entries (an iterate's flips are never split across calls).
+    records : IterateLog
+        Recorded iteration indices, states and objectives ``L + lambda/2 |theta_trained|^2``
+        (:class:`.bundles.IterateLog`); its length must cover the records of ``max_steps`` steps
+        (``max_steps // record_every + 2`` does).
+    flips : FlipLog
+        Flip log (:class:`.bundles.FlipLog`): iterate ``k`` at which ``z_ij`` changed side, neuron ``j``, sample
+        ``i``, side entered (+1: ``z > 0``, -1: ``z <= 0``).
 
     Returns
     -------
@@ -232,50 +263,38 @@ def descend_chunk(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, w
     k : int
         Index of the iterate now held in ``P``.
     n_records, n_flips : int
-        Entries written to the record and flip buffers.
+        Entries written to ``records`` and ``flips``.
     """
-    n, da = Xa.shape
+    n, da = net.Xa.shape
     m = P.shape[0]
     Z = np.empty((n, m))
     G = np.empty(n)
     grad = np.empty((m, da + 1))
-    preactivations(Xa, P, Z)
+    preactivations(net.Xa, P, Z)
     k = k_start
     n_rec = 0
     n_flip = 0
     stop = min(k_end, k_start + max_steps)
     while k < stop:
         if batches is None:
-            ok = descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, Z, G,
-                                grad, None)
+            ok = descent_update(net, descent, P, Z, G, grad, None)
         else:
             s = k - k_start
-            lo, hi = offsets[s], offsets[s + 1]
-            ok = descent_update(Xa, y, loss_kind, batch_c / (hi - lo), leak, selection, bias, train_outer, lr,
-                                weight_decay, P, Z, G, grad, batches[lo:hi])
+            ok = descent_update(net, descent, P, Z, G, grad, batches[offsets[s]:offsets[s + 1]])
         if not ok:
             return status.NONFINITE, k, n_rec, n_flip
         k += 1
-        for i in range(n):
-            for j in range(m):
-                up = Z[i, j] > 0.0
-                if up != active[i, j]:
-                    active[i, j] = up
-                    out_flip_iter[n_flip] = k
-                    out_flip_neuron[n_flip] = j
-                    out_flip_sample[n_flip] = i
-                    out_flip_side[n_flip] = 1 if up else -1
-                    n_flip += 1
+        n_flip = log_flips(Z, active, k, flips, n_flip)
         if k % record_every == 0 or k == k_end:
-            out_iter[n_rec] = k
+            records.k[n_rec] = k
             for j in range(m):
                 for q in range(da + 1):
-                    out_states[n_rec, j, q] = P[j, q]
-            out_loss[n_rec] = iterate_objective(y, loss_kind, c, leak, bias, train_outer, weight_decay, P, Z, G)
+                    records.P[n_rec, j, q] = P[j, q]
+            records.loss[n_rec] = iterate_objective(net, P, Z, G)
             n_rec += 1
-            if not out_loss[n_rec - 1] < math.inf:  # +inf or NaN: the loss overflowed at a finite iterate
+            if not records.loss[n_rec - 1] < math.inf:  # +inf or NaN: the loss overflowed at a finite iterate
                 return status.NONFINITE, k, n_rec, n_flip
-            if n_rec == out_iter.shape[0] and k < k_end:
+            if n_rec == records.k.shape[0] and k < k_end:
                 return status.RUNNING, k, n_rec, n_flip
         if n_flip >= max_flips and k < k_end:
             return status.EVENT_BUFFER_FULL, k, n_rec, n_flip

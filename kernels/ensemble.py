@@ -32,7 +32,7 @@ import math
 import numpy as np
 from . import status
 from ._jit import jit
-from .descent import descent_update, iterate_objective
+from .descent import descent_update, iterate_objective, log_flips
 from .bundles import EventLog, State, StepLog
 from .driver import integrate_chunk, loss_along
 from .series import horner_state, preactivations, velocity_energy, velocity_energy_log
@@ -84,14 +84,14 @@ def _first_inside(coef, C, order, h, offset, tol):
 
 
 @jit
-def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, max_steps,
-                   loss_below, deadline_steps, coef, offset, lin_tol, out, stop):
-    """Gradient descent from ``P`` (updated in place) until the stop rule, the deadline or ``max_steps``.
+def descend_member(net, descent, P, max_steps, loss_below, deadline_steps, coef, offset, lin_tol, out, stop):
+    """Full-batch gradient descent on ``net`` with ``descent`` (:class:`.bundles.Network`,
+    :class:`.bundles.Descent`) from ``P`` (updated in place) until the stop rule, the deadline or ``max_steps``.
 
     ``out`` (float64, shape ``(3,)``) receives the loss (the objective, with weight decay) at the last iterate, the
-    number of activation flips (``z_ij`` changing side between consecutive iterates, as
-    :func:`.descent.descend_chunk` logs them), and the
-    index of the iterate where the loss first went below ``loss_below`` (``nan`` if never).
+    number of activation flips (``z_ij`` changing side between consecutive iterates, counted by
+    :func:`.descent.log_flips` as :func:`.descent.descend_chunk` logs them), and the index of the iterate where the
+    loss first went below ``loss_below`` (``nan`` if never).
 
     Returns
     -------
@@ -101,13 +101,13 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
     k : int
         Index of the iterate held in ``P``.
     """
-    n, da = Xa.shape
+    n, da = net.Xa.shape
     m = P.shape[0]
     Z = np.empty((n, m))
     G = np.empty(n)
     work = np.empty(n)
     grad = np.empty((m, da + 1))
-    preactivations(Xa, P, Z)
+    preactivations(net.Xa, P, Z)
     active = np.empty((n, m), dtype=np.bool_)
     for i in range(n):
         for j in range(m):
@@ -119,8 +119,7 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
     k = 0
     code = status.SUCCESS
     while True:
-        if below_at < 0 and (not use_loss or iterate_objective(y, loss_kind, c, leak, bias, train_outer,
-                                                               weight_decay, P, Z, work) < loss_below):
+        if below_at < 0 and (not use_loss or iterate_objective(net, P, Z, work) < loss_below):
             below_at = k
         if below_at >= 0 and (use_loss or use_lin) and \
                 (not use_lin or abs(_functional(coef, P, offset)) <= lin_tol):
@@ -134,26 +133,20 @@ def descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, 
         if stop[0] != 0:
             code = STOPPED
             break
-        if not descent_update(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P, Z, G, grad,
-                              None):
+        if not descent_update(net, descent, P, Z, G, grad, None):
             code = status.NONFINITE
             break
         k += 1
-        for i in range(n):
-            for j in range(m):
-                up = Z[i, j] > 0.0
-                if up != active[i, j]:
-                    active[i, j] = up
-                    flips += 1
-    out[0] = iterate_objective(y, loss_kind, c, leak, bias, train_outer, weight_decay, P, Z, work)
+        flips = log_flips(Z, active, k, None, flips)
+    out[0] = iterate_objective(net, P, Z, work)
     out[1] = flips
     out[2] = below_at if below_at >= 0 else math.nan
     return code, k
 
 
 @jit
-def descend_batch(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P0, max_steps,
-                  loss_below, deadline_steps, coef, offset, lin_tol, out_P, out_code, out_steps, out_info, stop):
+def descend_batch(net, descent, P0, max_steps, loss_below, deadline_steps, coef, offset, lin_tol, out_P, out_code,
+                  out_steps, out_info, stop):
     """:func:`descend_member` for every member ``r`` of ``P0`` (shape ``(R, m, d + 2)``); the final
     states go to ``out_P``, the codes, iterate indices and ``out`` rows to ``out_code``, ``out_steps`` and
     ``out_info`` (shape ``(R, 3)``). Members not started because ``stop[0]`` was set get :data:`STOPPED`."""
@@ -163,8 +156,8 @@ def descend_batch(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, w
             break
         P = P0[r].copy()
         info = np.empty(3)
-        code, k = descend_member(Xa, y, loss_kind, c, leak, selection, bias, train_outer, lr, weight_decay, P,
-                                 max_steps, loss_below, deadline_steps, coef, offset, lin_tol, info, stop)
+        code, k = descend_member(net, descent, P, max_steps, loss_below, deadline_steps, coef, offset, lin_tol, info,
+                                 stop)
         out_P[r] = P
         out_code[r] = code
         out_steps[r] = k

@@ -282,6 +282,46 @@ def test_initial_state_is_kept_and_steps_zero():
     assert gd.flips == ()
 
 
+def test_descent_bundles_fix_their_types():
+    """The builders give every field of the descent bundles one type: integer or float32 options run the kernel's
+    one compiled specialisation, with the numbers of float64 options (and of :func:`flowlib.gradient_descent`)."""
+    from flowlib.flow import kernel_network
+    from flowlib.kernels import bundles
+    from flowlib.kernels import descent as kdescent
+    from flowlib.kernels import status as kstatus
+
+    prob, p0 = examples.os_logistic()
+    mixed = bundles.descent(0, np.int64(1), np.float32(2.0))
+    assert mixed == (0.0, 1.0, 2.0) and all(type(v) is float for v in mixed)
+    records, flips = bundles.iterate_log(3, 6, 4), bundles.flip_log(5)
+    assert [c.dtype for c in records] == [np.int64, np.float64, np.float64] and records.P.shape == (3, 6, 4)
+    assert [c.dtype for c in flips] == [np.int64, np.int64, np.int64, np.int8] and len(flips.side) == 5
+
+    def run(descent):
+        net, P = kernel_network(prob), p0.packed()
+        active = np.empty((prob.n, len(P)), dtype=np.bool_)
+        kdescent.activation_sides(net.Xa, P, active)
+        records, flips = bundles.iterate_log(12, *P.shape), bundles.flip_log(100 + active.size)
+        code, k, r, e = kdescent.descend_chunk(net, descent, P, active, None, None, 0, 10, 10, 1, 100, records,
+                                               flips)
+        return (code, k, r, e), P, records, flips
+
+    reference = run(bundles.descent(0.0, 1.0, 1.0))
+    compiled = len(kdescent.descend_chunk.signatures)
+    given = run(mixed)
+    assert len(kdescent.descend_chunk.signatures) == compiled
+    (code, k, r, e), P, records, flips = reference
+    assert given[0] == (code, k, r, e) == (kstatus.SUCCESS, 10, 10, e) and e > 0
+    assert np.array_equal(given[1], P)
+    for ours, theirs in zip(given[2], records):
+        assert np.array_equal(ours[:r], theirs[:r])
+    for ours, theirs in zip(given[3], flips):
+        assert np.array_equal(ours[:e], theirs[:e])
+    gd = fl.gradient_descent(prob, p0, 1, 10)
+    assert np.array_equal(gd.states[1:], records.P[:r]) and np.array_equal(gd.loss[1:], records.loss[:r])
+    assert np.array_equal(gd.flips.k, flips.k[:e]) and np.array_equal(gd.flips.side, flips.side[:e])
+
+
 # --------------------------------------------------------------------------------------------------------------
 # sigma'(0)
 # --------------------------------------------------------------------------------------------------------------
