@@ -35,7 +35,7 @@ def _check_layout():
 _check_layout()
 
 from flowlib.problem import Params, Problem  # noqa: E402
-from flowlib.result import DescentResult, Event, Flip, FlipLog, FlowResult, Status  # noqa: E402
+from flowlib.result import DescentResult, Event, EventLog, Flip, FlipLog, FlowResult, Status  # noqa: E402
 from flowlib.loading import load  # noqa: E402
 from flowlib.flow import gradient_flow  # noqa: E402
 from flowlib.descent import gradient_descent, stochastic_gradient_descent  # noqa: E402
@@ -50,7 +50,7 @@ from flowlib.ensemble_result import EnsembleResult  # noqa: E402
 from flowlib.predict import predict  # noqa: E402
 from flowlib.progress import Progress  # noqa: E402
 
-__all__ = ["DescentResult", "EnsembleResult", "Event", "Flip", "FlipLog", "FlowResult", "Params", "PiecewiseAffine",
-           "PiecewiseResult", "Problem", "Progress", "Status", "Until", "alignment_cosines", "compare",
-           "convergence_study", "ensemble", "gradient_descent", "gradient_flow", "load", "predict", "random_inits",
-           "stochastic_gradient_descent", "warmup", "__version__"]
+__all__ = ["DescentResult", "EnsembleResult", "Event", "EventLog", "Flip", "FlipLog", "FlowResult", "Params",
+           "PiecewiseAffine", "PiecewiseResult", "Problem", "Progress", "Status", "Until", "alignment_cosines",
+           "compare", "convergence_study", "ensemble", "gradient_descent", "gradient_flow", "load", "predict",
+           "random_inits", "stochastic_gradient_descent", "warmup", "__version__"]

@@ -17,7 +17,7 @@ import numpy as np
 from flowlib.kernels import bundles, driver, events as kevents, status as kstatus
 from flowlib.problem import Params, Problem
 from flowlib.progress import check_callback, report
-from flowlib.result import EVENT_KINDS, Event, FlowResult
+from flowlib.result import EventLog, FlowResult
 from flowlib.running import (MAX_DPS, check_budget, check_problem_params, check_time, order_for, progress_bar,
                              sigint_flag)
 from flowlib.running import check_dps as check_integer_dps
@@ -321,7 +321,9 @@ class _Trajectory:
     def __init__(self, P: np.ndarray, u_eval: np.ndarray, order: int, dense_output: bool, log_clock: bool):
         self.u_eval, self.order, self.dense_output, self.log_clock = u_eval, order, dense_output, log_clock
         self.t, self.start, self.loss, self.energy, self.coefficients, self.states_eval = [], [], [], [], [], []
-        self.events: list[Event] = []
+        #: per chunk with events: its columns (flow time, kind, neuron, sample, side, multiplier)
+        self.events: list[tuple] = []
+        self.n_events = 0
         self.steps = 0
         self.eval_done = 0
         if len(u_eval) and u_eval[0] == 0.0:
@@ -354,14 +356,22 @@ class _Trajectory:
         return np.concatenate([piece[:-1] for piece in pieces[:-1]] + pieces[-1:])
 
     def add_events(self, e: int, ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult) -> None:
-        """Keep the ``e`` events of a chunk as :class:`Event` objects (flow time; inf past float64's largest)."""
-        times = ev_t[:e]
+        """Keep the ``e`` events of a chunk as columns copied out of its buffers (flow time; inf past float64's
+        largest)."""
         if self.log_clock:
             with np.errstate(over="ignore"):
-                times = np.expm1(times)
-        self.events.extend(Event(t, EVENT_KINDS[kind], neuron, sample, side, mult) for t, kind, neuron, sample, side,
-                           mult in zip(times.tolist(), ev_kind[:e].tolist(), ev_neuron[:e].tolist(),
-                                       ev_sample[:e].tolist(), ev_side[:e].tolist(), ev_mult[:e].tolist()))
+                times = np.expm1(ev_t[:e])
+        else:
+            times = ev_t[:e].copy()
+        self.events.append((times, *(column[:e].copy() for column in (ev_kind, ev_neuron, ev_sample, ev_side,
+                                                                      ev_mult))))
+        self.n_events += e
+
+    def event_log(self) -> EventLog:
+        """The events of every chunk, joined into one :class:`~flowlib.result.EventLog`."""
+        if len(self.events) == 1:
+            return EventLog(*self.events[0])
+        return EventLog(*(np.concatenate(parts) for parts in zip(*self.events))) if self.events else EventLog()
 
 
 def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selection: float, tie: str,
@@ -530,7 +540,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
             while True:
                 target = u_end if watch is None else watch.target(u_end)
                 budget_steps = min(chunk_steps, step_cap - run.steps)
-                budget_events = min(_CHUNK_EVENTS, max_events - len(run.events))
+                budget_events = min(_CHUNK_EVENTS, max_events - run.n_events)
                 per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
                                                      dense_output or run.eval_done < len(u_eval)
                                                      or (watch is not None and watch.use_lin))
@@ -546,10 +556,10 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
                 if bar is not None:
                     bar.update(now[0] - bar.n)
                 flow_time = _flow_time(now[0], log_clock)
-                stop_requested = report(callback, "flow", flow_time, t_end, run.steps, len(run.events))
+                stop_requested = report(callback, "flow", flow_time, t_end, run.steps, run.n_events)
                 stop = flow_stop(code, where=_where(flow_time, now[0], log_clock),
                                  interrupted_now=interrupted["set"] or stop_requested, steps=run.steps,
-                                 events=len(run.events), max_steps=max_steps, max_events=max_events,
+                                 events=run.n_events, max_steps=max_steps, max_events=max_events,
                                  loss=float(per_step[3][k]), log_clock=log_clock, memory=memory,
                                  converged=None if math.isnan(now[1]) else
                                  _where(_flow_time(now[1], log_clock), now[1], log_clock))
@@ -594,7 +604,7 @@ def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, stop: tuple[
         problem=problem, t=t_grid, states=states, loss=loss, log_loss=log_loss, clock=options["clock"],
         s=u_grid if log_clock else None,
         energy=np.concatenate(run.energy) if len(run.energy) > 1 else run.energy[0],
-        events=tuple(run.events), status=stop[0], message=stop[1], coefficients=coefficients,
+        events=run.event_log(), status=stop[0], message=stop[1], coefficients=coefficients,
         t_eval=t_eval[:run.eval_done],
         states_eval=np.concatenate(run.states_eval) if run.states_eval else np.empty((0, m, w)),
         order=order, rtol=rtol, wall_s=wall, options=options, inclusion_residual=inclusion)
@@ -643,8 +653,9 @@ def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, t_eval, o
     m, w = params0.m, problem.d + 2
     n_steps = len(run.coefficients)
     nan = float("nan")
-    events = tuple(Event(t, EVENT_KINDS[kind], j, i, side, nan if mult is None else mult)
-                   for t, kind, j, i, side, mult in run.events)
+    columns = list(zip(*run.events)) or [()] * 6  # (t, kind, neuron, sample, side, multiplier), None for a crossing
+    events = EventLog(objects(columns[0], (len(run.events),)), *columns[1:5],
+                      objects([nan if mult is None else mult for mult in columns[5]], (len(run.events),)))
     return FlowResult(
         problem=problem, t=objects(run.t, (len(run.t),)), states=objects(run.states, (len(run.states), m, w)),
         loss=objects(run.loss, (len(run.loss),)), energy=objects(run.energy, (n_steps,)), events=events,

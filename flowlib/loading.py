@@ -22,7 +22,7 @@ import numpy as np
 from flowlib import __version__
 from flowlib.kinds import FLAG, TABLE, TEXT, Kind, choice, integer, real
 from flowlib.problem import Problem
-from flowlib.result import (EVENT_KINDS, SAVE_SCHEMA, DescentResult, Event, FlipLog, FlowResult, Status, _mp,
+from flowlib.result import (EVENT_KINDS, SAVE_SCHEMA, DescentResult, EventLog, FlipLog, FlowResult, Status, _mp,
                             numbers_from_text)
 from flowlib.running import MAX_DPS
 
@@ -257,11 +257,9 @@ def _load_flow(saved: _Saved) -> FlowResult:
     e = len(kinds)
     event_t = saved.array("event_t", (e,), dps=dps, nan=False)
     multiplier = saved.array("event_multiplier", (e,), dps=dps)
-    columns = (saved.indices("event_neuron", e, 0, m - 1), saved.indices("event_sample", e, 0, problem.n - 1),
-               saved.indices("event_side", e, -1, 1))
-    convert = (lambda v: v) if dps else float
-    events = tuple(Event(convert(t_k), kind, int(j), int(i), int(s), convert(mu)) for t_k, kind, j, i, s, mu in
-                   zip(event_t, kinds, *columns[:2], columns[2], multiplier))
+    events = EventLog(event_t, kinds, saved.indices("event_neuron", e, 0, m - 1),
+                      saved.indices("event_sample", e, 0, problem.n - 1), saved.indices("event_side", e, -1, 1),
+                      multiplier)
     inclusion = saved.optional("inclusion_residual", real(0))  # a residual of exactly 0 is a value, not absent
     return FlowResult(problem=problem, events=events, status=Status(status), message=message, order=order,
                       rtol=rtol, wall_s=wall_s, options=options, dps=dps, clock=clock,

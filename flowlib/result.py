@@ -5,17 +5,18 @@ Arrays are time-major: ``res.W[k]`` is the weight matrix at ``res.t[k]`` (unlike
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import math
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
 from flowlib import __version__
+from flowlib.dense import DenseOutput, Numbers, check_interval
 from flowlib.kernels import driver, events as kevents
 from flowlib.problem import Params, Problem
 from flowlib.reprs import Summarised
@@ -31,6 +32,7 @@ def _check_limit(limit) -> None:
 EVENT_KINDS = {kevents.EVENT_CROSS: "cross", kevents.EVENT_SLIDE_START: "slide_start",
                kevents.EVENT_SLIDE_END: "slide_end", kevents.EVENT_STICK: "stick", kevents.EVENT_TIE: "tie",
                kevents.EVENT_ZENO: "zeno"}
+_EVENT_CODES = {name: code for code, name in EVENT_KINDS.items()}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,163 @@ class Event:
     sample: int
     side: int
     multiplier: float = float("nan")
+
+
+def _same(mine, theirs) -> bool:
+    """Equal values, NaN counted equal to NaN (a crossing's multiplier; float or mpf)."""
+    return bool(mine == theirs) or (mine != mine and theirs != theirs)
+
+
+def _same_column(mine: np.ndarray, theirs: np.ndarray) -> bool:
+    """Equal columns of two logs, NaN counted equal to NaN (entry by entry where one holds mpf objects)."""
+    if mine.shape != theirs.shape:
+        return False
+    if mine.dtype != object and theirs.dtype != object:
+        return np.array_equal(mine, theirs, equal_nan=mine.dtype.kind == theirs.dtype.kind == "f")
+    return all(_same(x, y) for x, y in zip(mine.tolist(), theirs.tolist()))
+
+
+def _scalar(value):
+    """An entry of a column as a Python number (an mpf object stays one)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _number_column(values) -> np.ndarray:
+    """Real numbers as a flat column: float64, or ``dtype=object`` where they are mpf objects."""
+    column = np.asarray(values)
+    return column.reshape(-1) if column.dtype == object else column.astype(np.float64).reshape(-1)
+
+
+def _integer_column(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64).reshape(-1)
+
+
+class _ColumnLog(Sequence):
+    """A sequence of frozen dataclass records kept as columns, one array per field of the record (the shared
+    machinery of :class:`EventLog` and :class:`FlipLog`).
+
+    A record is made when an item is read (``log[k]``, iteration); a slice is a log of the same kind. A log compares
+    equal to another of its kind with the same columns, or to a tuple or list of the same records; NaN entries (a
+    crossing's multiplier) count as equal.
+
+    Subclasses name their columns in ``__slots__`` (in the order of the record's fields) and make a record from
+    one entry of each in :meth:`_record`.
+    """
+
+    __slots__ = ()
+
+    def _set_columns(self, columns: list) -> None:
+        """Keep ``columns`` (flat arrays, in the order of ``__slots__``), refusing different lengths."""
+        lengths = [len(column) for column in columns]
+        if len(set(lengths)) != 1:
+            names = self.__slots__
+            raise ValueError(f"{', '.join(names[:-1])} and {names[-1]} must have the same length, got {lengths}")
+        for name, column in zip(self.__slots__, columns):
+            setattr(self, name, column)
+
+    def _columns(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def _record(self, *values):
+        """The record of one entry of each column (Python numbers)."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(getattr(self, self.__slots__[0]))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            log = object.__new__(type(self))
+            log._set_columns([column[index] for column in self._columns()])
+            return log
+        index = operator.index(index)
+        return self._record(*(_scalar(column[index]) for column in self._columns()))
+
+    def __iter__(self):
+        return (self._record(*values) for values in zip(*(column.tolist() for column in self._columns())))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, type(self)):
+            return all(_same_column(mine, theirs) for mine, theirs in zip(self._columns(), other._columns()))
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self) and all(
+                type(mine) is type(theirs) and all(_same(getattr(mine, name.name), getattr(theirs, name.name))
+                                                   for name in fields(mine)) for mine, theirs in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} {self._noun})"
+
+
+class EventLog(_ColumnLog):
+    """The events of a flow, in time order: a sequence of :class:`Event` kept as six arrays.
+
+    An :class:`Event` is made when an item is read (``log[k]``, iteration); a slice is an :class:`EventLog`. Runs
+    with ``10^5`` events would take long to build as Python objects, and the columns serve counting and plotting
+    directly. Compares equal to another log with the same events, or to a tuple or list of the same :class:`Event`
+    objects (a NaN multiplier equals NaN).
+
+    Parameters
+    ----------
+    t : array_like
+        Flow times: float64, or mpf objects for an mpmath run (kept as ``dtype=object``).
+    kind : array_like of int or str
+        Kind codes (the keys of :data:`EVENT_KINDS`), or their names (``"cross"`` ...); kept as ``int8`` codes.
+    neuron, sample, side : array_like of int
+        The switching surface and the side entered (see :class:`Event`).
+    multiplier : array_like, optional
+        The Filippov multiplier, NaN for a crossing (float64, or objects for an mpmath run); all NaN when not
+        given.
+
+    Attributes
+    ----------
+    t, multiplier : ndarray
+        float64, or ``dtype=object`` holding mpf numbers (an mpmath run).
+    kind : ndarray of int8
+        Kind codes; ``EVENT_KINDS[code]`` is the name.
+    neuron, sample, side : ndarray of int64
+
+    Raises
+    ------
+    ValueError
+        When the columns have different lengths, or a kind is not one of :data:`EVENT_KINDS`.
+
+    Examples
+    --------
+    >>> from flowlib.result import EventLog
+    >>> log = EventLog([0.5, 2.0], ["cross", "stick"], [0, 1], [3, 3], [-1, 0], [float("nan"), 0.25])
+    >>> log[1]
+    Event(t=2.0, kind='stick', neuron=1, sample=3, side=0, multiplier=0.25)
+    >>> len(log[:1]), log.kind.tolist()
+    (1, [0, 3])
+    """
+
+    __slots__ = ("t", "kind", "neuron", "sample", "side", "multiplier")
+    _noun = "events"
+
+    def __init__(self, t=(), kind=(), neuron=(), sample=(), side=(), multiplier=None):
+        t = _number_column(t)
+        codes = np.asarray(kind).reshape(-1)
+        if codes.dtype.kind in "US":
+            unknown = sorted(set(codes.tolist()) - set(_EVENT_CODES))
+            if unknown:
+                raise ValueError(f"kind must hold names from {list(_EVENT_CODES)}, got {unknown}")
+            codes = np.array([_EVENT_CODES[name] for name in codes.tolist()], dtype=np.int8)
+        elif len(codes) and not np.isin(codes, list(EVENT_KINDS)).all():
+            raise ValueError(f"kind must hold codes from {sorted(EVENT_KINDS)}, got "
+                             f"{sorted(set(codes.tolist()) - set(EVENT_KINDS))}")
+        multiplier = np.full(len(t), np.nan) if multiplier is None else _number_column(multiplier)
+        self._set_columns([t, codes.astype(np.int8), _integer_column(neuron), _integer_column(sample),
+                           _integer_column(side), multiplier])
+
+    def _record(self, t, kind, neuron, sample, side, multiplier) -> Event:
+        return Event(t, EVENT_KINDS[kind], neuron, sample, side, multiplier)
+
+    def counts(self) -> np.ndarray:
+        """Number of events of each kind code, ``counts()[code]`` (``len(EVENT_KINDS)`` entries)."""
+        return np.bincount(self.kind, minlength=len(EVENT_KINDS))
 
 
 class _PackedViews:
@@ -95,12 +254,14 @@ class FlowResult(_PackedViews, Summarised):
         Loss at the step boundaries.
     energy : ndarray, shape (n_steps,)
         ``int |theta'|^2 dt`` over each step (for the energy identity).
-    events : tuple of Event
-        Time-ordered.
+    events : EventLog
+        Time-ordered: a sequence of :class:`Event` (made on access) kept as columns (``events.t``,
+        ``events.kind`` ...).
     status : Status
     message : str
     coefficients : ndarray, shape (n_steps, order + 1, m, d + 2), or None
-        Taylor coefficients of each step (the dense output); ``None`` when the run kept no dense output.
+        Taylor coefficients of each step (the dense output, evaluated by :attr:`dense`); ``None`` when the run
+        kept no dense output.
     t_eval, states_eval : ndarray
         Times requested with ``t_eval`` and the packed states there.
     order, rtol : int, float
@@ -132,7 +293,7 @@ class FlowResult(_PackedViews, Summarised):
     states: np.ndarray
     loss: np.ndarray
     energy: np.ndarray
-    events: tuple
+    events: EventLog
     status: Status
     message: str
     coefficients: np.ndarray | None
@@ -148,25 +309,15 @@ class FlowResult(_PackedViews, Summarised):
     log_loss: np.ndarray | None = None
     inclusion_residual: float = float("nan")
 
+    @functools.cached_property
+    def _numbers(self) -> Numbers:
+        """The number type of the run (float64, or mpf at ``dps`` digits): its precision context, conversions and
+        elementary functions."""
+        return Numbers.at(self.dps)
+
     def _precision(self):
         """``mp.workdps(dps)`` for an mpmath run (arithmetic on mpf outside it would round to 15 digits)."""
-        if self.dps is None:
-            return contextlib.nullcontext()
-        from mpmath import mp
-
-        return mp.workdps(self.dps)
-
-    def _times(self, times) -> np.ndarray:
-        if self.dps is None:
-            return np.asarray(times, dtype=np.float64)
-        from mpmath import mpf
-
-        given = np.asarray(times, dtype=object)
-        out = np.empty(given.shape, dtype=object)
-        with self._precision():
-            for index, x in np.ndenumerate(given):
-                out[index] = mpf(x) if isinstance(x, (str, mpf)) else mpf(float(x))
-        return out
+        return self._numbers.context()
 
     # ----- views --------------------------------------------------------------------------------------------
     @property
@@ -204,48 +355,46 @@ class FlowResult(_PackedViews, Summarised):
         """The integration variable at the step boundaries: ``t``, or ``s = ln(1 + t)`` in the log clock."""
         return self.s if self.clock == "log" else self.t
 
+    @functools.cached_property
+    def dense(self) -> DenseOutput | None:
+        """The dense output: the step polynomials as a callable :class:`~flowlib.dense.DenseOutput` (the role of
+        SciPy's ``OdeSolution``), evaluated at values of the integration variable (``t``, or ``s = ln(1 + t)``
+        in the log clock; :meth:`states_at` takes times). ``None`` when the run kept no dense output
+        (``dense_output=False``) or took no step."""
+        if self.coefficients is None or self.n_steps == 0:
+            return None
+        return DenseOutput(self._grid, self.coefficients, self.order, self._numbers, clock=self.clock,
+                           t_span=(self.t[0], self.t[-1]))
+
     @property
     def log_t(self) -> np.ndarray:
         """``ln t`` at the step boundaries (``-inf`` at ``t = 0``); exact also where ``t`` overflows."""
-        with self._precision(), np.errstate(divide="ignore"):
+        numbers = self._numbers
+        with numbers.context(), np.errstate(divide="ignore"):
             if self.clock != "log":
-                return np.log(self.t) if self.dps is None else np.array([_mp().log(v) for v in self.t], dtype=object)
-            if self.dps is None:
-                return self.s + np.log(-np.expm1(-self.s))
-            mp = _mp()
-            return np.array([v + mp.log(-mp.expm1(-v)) if v > 0 else -mp.inf for v in self.s], dtype=object)
+                return numbers.log(self.t)
+            return self.s + numbers.log(-numbers.expm1(-self.s))
 
     def _variable(self, t=None, log_t=None) -> np.ndarray:
         """Times (``t`` or ``ln t``, exactly one given) as values of the integration variable (an array)."""
         if (t is None) == (log_t is None):
             raise ValueError("give exactly one of t and log_t")
-        given = self._times(t if log_t is None else log_t)
-        with self._precision():
-            if self.dps is None:
-                if log_t is not None:
-                    return np.logaddexp(0.0, given) if self.clock == "log" else np.exp(given)
-                return np.log1p(given) if self.clock == "log" else given
-            mp = _mp()
-            if log_t is not None:
-                convert = (lambda v: v + mp.log1p(mp.exp(-v))) if self.clock == "log" else mp.exp
-            else:
-                convert = mp.log1p if self.clock == "log" else (lambda v: v)
-            out = np.empty(given.shape, dtype=object)
-            for index, v in np.ndenumerate(given):
-                out[index] = convert(v)
-            return out
+        numbers = self._numbers
+        if log_t is not None:
+            given = numbers.convert(log_t)
+            return numbers.softplus(given) if self.clock == "log" else numbers.exp(given)
+        given = numbers.convert(t)
+        return numbers.log1p(given) if self.clock == "log" else given
 
     def _packed_at(self, u: np.ndarray) -> np.ndarray:
-        with self._precision():
-            return self._packed_at_precision(u)
-
-    def _packed_at_precision(self, u: np.ndarray) -> np.ndarray:
+        """The packed states at the values ``u`` of the integration variable: from the dense output, or without
+        one, from the states kept at the step boundaries and the ``t_eval`` times."""
+        if self.dense is not None:
+            return self.dense(u)
         grid = self._grid
-        finite = np.isfinite(u.astype(np.float64))
-        if np.any(~finite) or np.any(u < grid[0]) or np.any(u > grid[-1]):
-            raise ValueError(f"t must lie in [{self.t[0]}, {self.t[-1]}], the interval the run covered")
-        if self.coefficients is None:
-            u_eval = np.log1p(self.t_eval) if self.clock == "log" and self.dps is None else self.t_eval
+        with self._precision():
+            check_interval(u, grid, (self.t[0], self.t[-1]))
+            u_eval = self._numbers.log1p(self.t_eval) if self.clock == "log" else self.t_eval
             out = np.empty(u.shape + self.states.shape[1:], dtype=self.states.dtype)
             for k, uk in enumerate(u.ravel()):
                 hits = np.flatnonzero(grid == uk)
@@ -258,14 +407,6 @@ class FlowResult(_PackedViews, Summarised):
                     raise ValueError("t is not a step boundary or a t_eval time, and the run kept no dense "
                                      "output: rerun with dense_output=True or t_eval")
             return out
-        flat = u.reshape(-1)
-        step = np.clip(np.searchsorted(grid, flat, side="right") - 1, 0, self.n_steps - 1)
-        tau = (flat - grid[step])[:, None, None]
-        C = self.coefficients[step]  # (len, K+1, m, w)
-        acc = C[:, self.order]
-        for k in range(self.order - 1, -1, -1):
-            acc = acc * tau + C[:, k]
-        return acc.reshape(u.shape + acc.shape[1:])
 
     def params_at(self, t: float | None = None, *, log_t: float | None = None) -> Params:
         """Parameters at time ``t`` (or at ``ln t = log_t``) from the Taylor polynomials (dense output), as float64.
@@ -366,7 +507,7 @@ class FlowResult(_PackedViews, Summarised):
             expected = bal[0]
             decay = self.problem.weight_decay
             if decay:  # the t clock (the log clock has no weight decay)
-                exp = math.exp if self.dps is None else _mp_exp()
+                exp = self._numbers.functions.exp
                 expected = np.array([exp(-2 * decay * t) for t in self.t], dtype=bal.dtype)[:, None] * bal[0]
             return float(np.max(np.abs(bal - expected)) / norm) if norm > 0 else 0.0
 
@@ -402,14 +543,12 @@ class FlowResult(_PackedViews, Summarised):
     @property
     def event_counts(self) -> dict:
         """Number of events of each kind, in the order of :data:`EVENT_KINDS` (every kind present, zeros included)."""
-        counts = dict.fromkeys(EVENT_KINDS.values(), 0)
-        for ev in self.events:
-            counts[ev.kind] += 1
-        return counts
+        by_code = self.events.counts()
+        return {name: int(by_code[code]) for code, name in EVENT_KINDS.items()}
 
     def summary(self) -> str:
         """A few lines: status, time reached, steps, events (by kind), loss, diagnostics."""
-        precision = "float64" if self.dps is None else f"mpmath, {self.dps} digits"
+        precision = self._numbers.name
         kinds = ", ".join(f"{kind} {count}" for kind, count in self.event_counts.items() if count)
         lines = [f"status {self.status}: {self.message}",
                  f"t = {float(self.t[0]):g} -> {self.t_final:.16g} in {self.n_steps} Taylor steps (order {self.order}, "
@@ -451,13 +590,13 @@ class FlowResult(_PackedViews, Summarised):
         ev = self.events
         meta = {"schema": SAVE_SCHEMA, "flowlib": __version__, "kind": "FlowResult", "problem": self.problem.to_dict(),
                 "status": self.status.value, "message": self.message, "order": self.order, "rtol": self.rtol,
-                "wall_s": self.wall_s, "options": self.options, "event_kinds": [e.kind for e in ev],
+                "wall_s": self.wall_s, "options": self.options,
+                "event_kinds": [EVENT_KINDS[code] for code in ev.kind.tolist()],
                 "dense": self.coefficients is not None, "dps": self.dps, "clock": self.clock,
                 "inclusion_residual": None if math.isnan(self.inclusion_residual) else self.inclusion_residual}
         numbers = {"t": self.t, "states": self.states, "loss": self.loss, "energy": self.energy,
                    "t_eval": self.t_eval, "states_eval": self.states_eval,
-                   "event_t": np.array([e.t for e in ev], dtype=object),
-                   "event_multiplier": np.array([e.multiplier for e in ev], dtype=object)}
+                   "event_t": ev.t, "event_multiplier": ev.multiplier}
         if self.coefficients is not None:
             numbers["coefficients"] = self.coefficients
         if self.s is not None:
@@ -466,18 +605,10 @@ class FlowResult(_PackedViews, Summarised):
             numbers["log_loss"] = self.log_loss
         arrays = {name: numbers_to_text(values, self.dps) if self.dps else np.asarray(values, dtype=np.float64)
                   for name, values in numbers.items()}
-        arrays.update(event_neuron=np.array([e.neuron for e in ev], dtype=np.int64),
-                      event_sample=np.array([e.sample for e in ev], dtype=np.int64),
-                      event_side=np.array([e.side for e in ev], dtype=np.int64), meta=np.array(json.dumps(meta)))
+        arrays.update(event_neuron=ev.neuron, event_sample=ev.sample, event_side=ev.side,
+                      meta=np.array(json.dumps(meta)))
         np.savez_compressed(path, **arrays)
         return path
-
-
-def _mp_exp():
-    """mpmath's ``exp`` (imported only for results computed at ``dps``)."""
-    from mpmath import mp
-
-    return mp.exp
 
 
 def _finite(value) -> bool:
@@ -547,7 +678,7 @@ class Flip:
     side: int
 
 
-class FlipLog(Sequence):
+class FlipLog(_ColumnLog):
     """The flips of a gradient-descent run, in order: a sequence of :class:`Flip` kept as four integer arrays.
 
     A :class:`Flip` is made when an item is read: a run that chatters logs up to a million flips, whose Python
@@ -566,40 +697,13 @@ class FlipLog(Sequence):
     """
 
     __slots__ = ("k", "neuron", "sample", "side")
+    _noun = "flips"
 
     def __init__(self, k=(), neuron=(), sample=(), side=()):
-        columns = [np.asarray(values, dtype=np.int64).reshape(-1) for values in (k, neuron, sample, side)]
-        if len({len(column) for column in columns}) != 1:
-            raise ValueError("k, neuron, sample and side must have the same length, got "
-                             f"{[len(column) for column in columns]}")
-        self.k, self.neuron, self.sample, self.side = columns
+        self._set_columns([_integer_column(values) for values in (k, neuron, sample, side)])
 
-    def __len__(self) -> int:
-        return len(self.k)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return FlipLog(self.k[index], self.neuron[index], self.sample[index], self.side[index])
-        index = operator.index(index)
-        return Flip(int(self.k[index]), int(self.neuron[index]), int(self.sample[index]), int(self.side[index]))
-
-    def __iter__(self):
-        columns = (self.k.tolist(), self.neuron.tolist(), self.sample.tolist(), self.side.tolist())
-        return (Flip(k, j, i, s) for k, j, i, s in zip(*columns))
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, FlipLog):
-            return all(np.array_equal(mine, theirs) for mine, theirs in
-                       zip((self.k, self.neuron, self.sample, self.side),
-                           (other.k, other.neuron, other.sample, other.side)))
-        if isinstance(other, (tuple, list)):
-            return len(other) == len(self) and all(mine == theirs for mine, theirs in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"FlipLog({len(self)} flips)"
+    def _record(self, k, neuron, sample, side) -> Flip:
+        return Flip(k, neuron, sample, side)
 
 
 @dataclass(frozen=True, repr=False)
