@@ -118,16 +118,14 @@ class StepParts:
         P = p0.packed()
         Xa = np.ascontiguousarray(prob.augmented_inputs)
         n, da = Xa.shape
-        m, w = P.shape
+        m = P.shape[0]
         K = self.K = order
         self.Xa, self.P = Xa, P
         self.Z0 = np.ascontiguousarray(Xa @ P[:, :da].T)
         self.S = np.ascontiguousarray((self.Z0 > 0.0).astype(np.float64))
-        self.C = np.zeros((K + 1, m, w))
+        self.recurrence = series.series_work(K, n, m, da)
+        self.C, self.G = self.recurrence.C, self.recurrence.G
         self.C[0] = P
-        self.F, self.G, self.A0, self.A1, self.A2 = (np.zeros((K + 1, n)) for _ in range(5))
-        self.R = np.zeros((K + 1, m, da))
-        self.QWA, self.T, self.Xg = np.zeros((3, m, da)), np.zeros((n, da)), np.zeros((n, da))
         self.cons = (np.zeros(m + 1, np.int64), np.zeros(0, np.int64), np.zeros((0, da)))
         self.Cm = np.zeros((K + 1, 0))
         self.taylor()
@@ -140,10 +138,15 @@ class StepParts:
         self.work, self.g = np.empty((6, max(K + 1, 128))), np.empty(K + 1)
 
     def taylor(self):
+        self.series.taylor_coefficients(self.network(), self.K, False, 0.0, self.S, *self.cons, self.Cm,
+                                        self.recurrence)
+
+    def network(self):
+        """The kernels' :class:`~flowlib.kernels.bundles.Network` of ``self.prob``."""
+        from flowlib.kernels import bundles
+
         p = self.prob
-        self.series.taylor_coefficients(self.Xa, p.y, self.S, p.loss_code, p.scale, p.bias, p.train_outer,
-                                        p.weight_decay, self.K, *self.cons, self.C, self.F, self.G, self.A0, self.A1,
-                                        self.A2, self.R, self.Cm, False, 0.0, self.QWA, self.T, self.Xg)
+        return bundles.network(self.Xa, p.y, p.loss_code, p.scale, p.leak, p.bias, p.train_outer, p.weight_decay)
 
     def screen(self):
         d = self.driver

@@ -53,10 +53,8 @@ def test_taylor_coefficients_match_mpmath(loss, log_clock):
         parts.prob = prob
     s0 = 0.25
     offset, samples, pinv = parts.cons
-    p = prob
-    series.taylor_coefficients(parts.Xa, p.y, parts.S, p.loss_code, p.scale, p.bias, p.train_outer, p.weight_decay,
-                               ORDER, offset, samples, pinv, parts.C, parts.F, parts.G, parts.A0, parts.A1, parts.A2,
-                               parts.R, parts.Cm, log_clock, s0, parts.QWA, parts.T, parts.Xg)
+    series.taylor_coefficients(parts.network(), ORDER, log_clock, s0, parts.S, offset, samples, pinv, parts.Cm,
+                               parts.recurrence)
     from flowlib.mp import series as mps
 
     with mp.workdps(40):

@@ -63,8 +63,8 @@ from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import budget_spent, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
     SIMULTANEOUS, STAY as STAY_TOL
-from .series import LOSS_SQUARE, horner_state, log_loss_from_outputs, loss_from_outputs, \
-    max_abs, network_loss, penalty, preactivations, taylor_coefficients, velocity_energy, velocity_energy_log, \
+from .series import LOSS_SQUARE, SeriesWork, horner_state, log_loss_from_outputs, loss_from_outputs, max_abs, \
+    network_loss, penalty, preactivations, series_work, taylor_coefficients, velocity_energy, velocity_energy_log, \
     velocity_inner
 
 
@@ -639,9 +639,9 @@ def _surfaces_reached(net, state, Z0, neuron_scale, hit):
 class Workspace(NamedTuple):
     """Scratch arrays of one chunk, allocated once by :func:`_workspace` and shared by its stages.
 
-    ``C`` (``K + 1, m, d + 2``): the step's Taylor coefficients; ``Z0``, ``Z1`` (``n, m``): the pre-activations
-    and their first derivatives; ``F``, ``G``, ``A0``, ``A1``, ``A2``, ``R``, ``QWA``, ``T``, ``Xg``: the
-    recurrences of :func:`.series.taylor_coefficients` (``G[k, i]``: the residual weights' coefficients);
+    ``series``: the step's Taylor coefficients ``C`` (``K + 1, m, d + 2``), those of the network outputs ``F`` and
+    of the residual weights ``G`` (``K + 1, n``) and the recurrences' scratch (:class:`.series.SeriesWork`);
+    ``Z0``, ``Z1`` (``n, m``): the pre-activations and their first derivatives;
     ``Ct``, ``ct_ready``, ``pn``, ``rad``, ``poly_g``, ``xn``: the switching screen (:func:`earliest_switching`);
     ``S`` (``n, m``): the slopes of the pattern; ``hit``, ``forced``, ``reheld`` (``n, m``): the surfaces to
     classify at this instant, the side a release forces, and the surfaces re-classified after a release;
@@ -649,18 +649,9 @@ class Workspace(NamedTuple):
     held surfaces of each neuron (:func:`build_constraints`); ``neuron_scale``: each neuron's ``max|(w_j, b_j)|``.
     """
 
-    C: np.ndarray
+    series: SeriesWork
     Z0: np.ndarray
     Z1: np.ndarray
-    F: np.ndarray
-    G: np.ndarray
-    A0: np.ndarray
-    A1: np.ndarray
-    A2: np.ndarray
-    R: np.ndarray
-    QWA: np.ndarray
-    T: np.ndarray
-    Xg: np.ndarray
     Ct: np.ndarray
     ct_ready: np.ndarray
     pn: np.ndarray
@@ -701,17 +692,15 @@ def _workspace(net, method, state):
     Xa = net.Xa
     K = method.order
     n, da = Xa.shape
-    m, w = state.P.shape
+    m = state.P.shape[0]
     xn = np.empty(n)
     for i in range(n):
         xn[i] = scaled_norm(Xa[i]) * _RADIUS_FACTOR
-    return Workspace(np.zeros((K + 1, m, w)), np.zeros((n, m)), np.zeros((n, m)), np.zeros((K + 1, n)),
-                     np.zeros((K + 1, n)), np.zeros((K + 1, n)), np.zeros((K + 1, n)), np.zeros((K + 1, n)),
-                     np.zeros((K + 1, m, da)), np.empty((3, m, da)), np.empty((n, da)), np.empty((n, da)),
-                     np.empty((m, da, K)), np.zeros(m, np.bool_), np.empty((K, m)), np.empty(m), np.empty(K + 1), xn,
-                     np.empty((n, m)), np.zeros((n, m), np.bool_), np.zeros((n, m), np.int8),
-                     np.zeros((n, m), np.bool_), np.empty((6, max(K + 1, STACK))), np.empty(K + 1), np.empty(K + 1),
-                     np.empty(n), np.zeros(m + 1, np.int64), np.empty(m))
+    return Workspace(series_work(K, n, m, da), np.zeros((n, m)), np.zeros((n, m)), np.empty((m, da, K)),
+                     np.zeros(m, np.bool_), np.empty((K, m)), np.empty(m), np.empty(K + 1), xn, np.empty((n, m)),
+                     np.zeros((n, m), np.bool_), np.zeros((n, m), np.int8), np.zeros((n, m), np.bool_),
+                     np.empty((6, max(K + 1, STACK))), np.empty(K + 1), np.empty(K + 1), np.empty(n),
+                     np.zeros(m + 1, np.int64), np.empty(m))
 
 
 @jit
@@ -741,12 +730,12 @@ def _held_surfaces(net, method, state, ws, t, events, n_ev):
 @jit
 def _held_series(net, method, state, ws, t, events, n_ev):
     """Stage 2: the held surfaces (:func:`_held_surfaces`), the Taylor coefficients of the state with each neuron's
-    velocity projected onto them (:func:`.series.taylor_coefficients`, into ``ws.C``) and those of each held
+    velocity projected onto them (:func:`.series.taylor_coefficients`, into ``ws.series.C``) and those of each held
     surface's multiplier, ``s_ij = Cm / phi`` with ``phi = a_j G_i``. Returns ``(status, n_ev, held)``."""
     Xa, train_outer = net.Xa, net.train_outer
     K = method.order
     P = state.P
-    C, G = ws.C, ws.G
+    C, G = ws.series.C, ws.series.G
     code, n_ev, samples, neurons, pinv, dependent = _held_surfaces(net, method, state, ws, t, events, n_ev)
     n_slots = len(samples)
     held = Held(samples, neurons, pinv, dependent, np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots)),
@@ -758,9 +747,7 @@ def _held_series(net, method, state, ws, t, events, n_ev):
     for j in range(m):
         for q in range(w):
             C[0, j, q] = P[j, q]
-    taylor_coefficients(Xa, net.y, ws.S, net.loss_kind, net.c, net.bias, train_outer, net.decay, K, ws.cons_offset,
-                        samples, pinv, C, ws.F, G, ws.A0, ws.A1, ws.A2, ws.R, held.Cm, method.log_clock, t, ws.QWA,
-                        ws.T, ws.Xg)
+    taylor_coefficients(net, K, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, held.Cm, ws.series)
     lmax = K - 1 if train_outer else 0
     phi = held.phi
     for slot in range(n_slots):
@@ -779,7 +766,7 @@ def _step_size(method, ws, t, t_end):
     ``(status, h, span, final, size)``: ``span`` is the interval on which the step's polynomials are accurate (exit
     decisions look that far), ``final`` whether the step ends at ``t_end``, ``size`` the state's ``max|theta|``;
     ``NONFINITE`` for a non-finite coefficient, ``NO_PROGRESS`` for a step that does not advance ``t``."""
-    C, K = ws.C, method.order
+    C, K = ws.series.C, method.order
     top = max_abs(C[K])
     below = max_abs(C[K - 1])
     size = max_abs(C[0])
@@ -805,11 +792,12 @@ def _noise_bands(net, method, state, ws, held, size, t):
         return
     Xa, leak = net.Xa, net.leak
     state_noise = max(method.tol, _EPS) * size
-    _residual_noise(Xa, net.y, ws.S, state.P, ws.Z0, net.bias, net.loss_kind, net.c, ws.G[0], method.log_clock, t,
+    G0 = ws.series.G[0]
+    _residual_noise(Xa, net.y, ws.S, state.P, ws.Z0, net.bias, net.loss_kind, net.c, G0, method.log_clock, t,
                     state_noise, ws.gnoise)
     for slot in range(n_slots):
         for e in range(2):
-            held.band[slot, e] = _slot_noise(Xa, ws.S, state.P, ws.G[0], ws.gnoise, held.pinv, slot,
+            held.band[slot, e] = _slot_noise(Xa, ws.S, state.P, G0, ws.gnoise, held.pinv, slot,
                                              held.samples[slot], held.neurons[slot], state_noise,
                                              leak if e == 0 else 1.0)
 
@@ -858,7 +846,7 @@ def _locate_events(net, method, state, ws, held, h, span):
     """Stage 4: the earliest root in ``(0, h]`` of every free switching polynomial (:func:`earliest_switching`)
     and of every held surface's exit polynomials (:func:`_exit_root`). Returns ``(bound, found)``: the step's end,
     and whether an event ends it."""
-    Xa, leak, K, C = net.Xa, net.leak, method.order, ws.C
+    Xa, leak, K, C = net.Xa, net.leak, method.order, ws.series.C
     switching_setup(Xa, C, K, ws.pn, ws.ct_ready)
     preactivations(Xa, C[1], ws.Z1)
     bound, found = earliest_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.Z0, ws.Z1, state.mode,
@@ -881,7 +869,7 @@ def _record_step(net, method, ws, t, h, n_steps, steps):
     """Stage 5a: write step ``n_steps`` (start, length, coefficients or starting state, loss at its start from the
     recurrence's outputs ``F[0]``, and ``int |theta'|^2``). Returns whether the loss and energy are finite (a loss
     of ``+inf``/NaN, or a non-finite energy, ends the run at the step's start; ``ln L = -inf`` is an exact 0)."""
-    C, F, K = ws.C, ws.F, method.order
+    C, F, K = ws.series.C, ws.series.F, method.order
     steps.t[n_steps] = t
     steps.h[n_steps] = h
     if steps.C.shape[1] == 1:
@@ -903,7 +891,7 @@ def _record_step(net, method, ws, t, h, n_steps, steps):
 def _advance(net, state, ws, held, h, K):
     """Stage 5b: the state at the step's end (the Taylor polynomial at ``h``), held neurons projected back onto
     their surfaces (drift correction). Returns whether it is finite; if not, ``P`` goes back to the step's start."""
-    P, C = state.P, ws.C
+    P, C = state.P, ws.series.C
     horner_state(C, K, h, P)
     _project_onto_surfaces(net.Xa, net.bias, P, held.samples, held.neurons, held.pinv)
     if math.isfinite(max_abs(P)):
@@ -921,12 +909,12 @@ def _classify_reached(net, method, state, ws, held, h, span, found, t, events, n
     (:func:`reached_switching`) and every held surface whose multiplier leaves ``[leak, 1]`` there are classified
     together (:func:`_resolve`); the marks of surfaces just crossed or left are cleared first. Returns
     ``(status, n_ev)``."""
-    Xa, leak, K, C, mode, drop = net.Xa, net.leak, method.order, ws.C, state.mode, state.drop
+    Xa, leak, K, C, mode, drop = net.Xa, net.leak, method.order, ws.series.C, state.mode, state.drop
     hit, forced = ws.hit, ws.forced
     reach = h * (1.0 + SIMULTANEOUS)
     if found:
-        reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.Z0, ws.Z1, mode, drop, reach, ws.rad, hit,
-                          ws.work, ws.poly_g)
+        reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.Z0, ws.Z1, mode, drop, reach, ws.rad,
+                          hit, ws.work, ws.poly_g)
     n, m = drop.shape
     for i in range(n):
         for j in range(m):
@@ -1061,7 +1049,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         released = _releases_due(net, state, ws, held, h)
         if not released:
             ws.hit[:, :] = False
-            released = _released_backwards(net.Xa, ws.C, K, h, net.bias, active, mode, drop, ws.reheld,
+            released = _released_backwards(net.Xa, ws.series.C, K, h, net.bias, active, mode, drop, ws.reheld,
                                            ws.neuron_scale, ws.hit, ws.poly, ws.work)
         if released:
             # each pass releases at least one held surface (a forced side is always taken) or re-classifies one
@@ -1077,8 +1065,8 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         stalls = 0
         # the velocity this step follows (not one a release above replaced) against the Filippov set
         if clock.shape[0] > 2:
-            clock[2] = max(clock[2], inclusion_residual(net.Xa, ws.G[0], ws.C, ws.S, mode, drop, net.leak, net.bias,
-                                                        net.decay))
+            clock[2] = max(clock[2], inclusion_residual(net.Xa, ws.series.G[0], ws.series.C, ws.S, mode, drop,
+                                                        net.leak, net.bias, net.decay))
         # 4. events located: the earliest root of every free switching and every exit polynomial ends the step
         bound, found = _locate_events(net, method, state, ws, held, h, span)
         if found:

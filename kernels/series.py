@@ -24,6 +24,7 @@ multiply-adds up, plain loops below), plus Cauchy sums of ``O(k m d + k n)``.
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -282,9 +283,36 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
         G[k, i] = -c * y[i] * A0[k, i]
 
 
+class SeriesWork(NamedTuple):
+    """The arrays of :func:`taylor_coefficients` (build them with :func:`series_work`): ``C`` (``K + 1, m, d + 2``):
+    the state's Taylor coefficients; ``F``, ``G``, ``A0``, ``A1``, ``A2`` (``K + 1, n``): those of the network
+    outputs, the residual weights and the loss derivative's auxiliary series; ``R`` (``K + 1, m, d + 1``): the
+    residual rows ``S.T @ (G^[k] Xa)``; ``QWA`` (``3, m, d + 1``), ``T`` and ``Xg`` (``n, d + 1``): scratch. All
+    C-contiguous float64."""
+
+    C: np.ndarray
+    F: np.ndarray
+    G: np.ndarray
+    A0: np.ndarray
+    A1: np.ndarray
+    A2: np.ndarray
+    R: np.ndarray
+    QWA: np.ndarray
+    T: np.ndarray
+    Xg: np.ndarray
+
+
 @jit
-def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, decay, order, cons_offset, cons_sample, cons_pinv,
-                        C, F, G, A0, A1, A2, R, Cm, log_clock, s0, QWA, T, Xg):
+def series_work(order, n, m, da):
+    """A :class:`SeriesWork` for order ``order``, ``n`` samples, ``m`` neurons and ``da = d + 1`` (zeros; callable
+    from Python and from kernels)."""
+    return SeriesWork(np.zeros((order + 1, m, da + 1)), np.zeros((order + 1, n)), np.zeros((order + 1, n)),
+                      np.zeros((order + 1, n)), np.zeros((order + 1, n)), np.zeros((order + 1, n)),
+                      np.zeros((order + 1, m, da)), np.zeros((3, m, da)), np.zeros((n, da)), np.zeros((n, da)))
+
+
+@jit
+def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, cons_pinv, Cm, work):
     """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``.
 
     Each order costs two matrix products of size ``n m (d + 1)`` (BLAS on large problems), the two of one
@@ -304,22 +332,19 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, decay, order,
 
     Parameters
     ----------
-    Xa : ndarray, shape (n, d + 1), C-contiguous
-        Data with a column of ones appended.
-    y : ndarray, shape (n,)
-        Labels (targets for the square loss).
-    S : ndarray, shape (n, m), C-contiguous
-        Slopes of the current activation pattern.
-    loss_kind : int
-        ``LOSS_EXP``, ``LOSS_LOGISTIC`` or ``LOSS_SQUARE``.
-    c : float
-        Reduction factor (``1/n`` for the mean, 1 for the sum).
-    bias, train_outer : bool
-        Whether ``b`` and ``a`` move.
-    decay : float
-        Weight decay ``lambda >= 0`` (the flow of ``L + lambda/2 |theta_trained|^2``; 0 adds nothing, bit for bit).
+    net : :class:`.bundles.Network`
+        Data with a column of ones ``Xa`` (``n, d + 1``, C-contiguous), labels (targets for the square loss), loss
+        code (``LOSS_EXP``, ``LOSS_LOGISTIC`` or ``LOSS_SQUARE``), reduction factor ``c`` (``1/n`` for the mean, 1
+        for the sum), whether ``b`` and ``a`` move, and the weight decay ``lambda >= 0`` (the flow of
+        ``L + lambda/2 |theta_trained|^2``; 0 adds nothing, bit for bit). ``leak`` is not read: the slopes are ``S``.
     order : int
         Highest order ``K`` computed.
+    log_clock : bool
+        Expand in ``s = ln(1 + t)`` instead of ``t`` (``d theta / ds = e^s theta'``, see
+        :func:`_loss_derivative_order`); ``s0`` is the expansion point.
+    s0 : float
+    S : ndarray, shape (n, m), C-contiguous
+        Slopes of the current activation pattern.
     cons_offset, cons_sample, cons_pinv : ndarray
         Surfaces the state is constrained to (sliding, sticking): neuron ``j`` is held on the hyperplanes of the
         samples ``cons_sample[cons_offset[j]:cons_offset[j + 1]]``, whose normals ``N_j`` (columns ``(x_i, 1)``,
@@ -327,21 +352,16 @@ def taylor_coefficients(Xa, y, S, loss_kind, c, bias, train_outer, decay, order,
         velocity of such a neuron is the projection ``v - N_j N_j^+ v`` of its velocity ``v`` without those
         samples: the Filippov sliding field (events.py). The projection is constant, so it commutes with the
         Taylor recurrence and is applied order by order.
-    C : ndarray, shape (>= K + 1, m, d + 2)
-        ``C[0]`` holds the state on entry; ``C[1..K]`` are filled.
-    F, G, A0, A1, A2, R : ndarray
-        Work arrays of shapes ``(>= K + 1, n)`` (five of them) and ``(>= K + 1, m, d + 1)`` (C-contiguous).
-        On return ``F[0..K-1]`` holds the series of the network outputs (``F[0]``: the outputs at ``C[0]``).
     Cm : ndarray, shape (>= K, n_slots)
         Output: the coefficients ``N_j^+ v`` of each constrained surface; the Filippov multiplier is
         ``Cm / (a_j G_i)``.
-    log_clock : bool
-        Expand in ``s = ln(1 + t)`` instead of ``t`` (``d theta / ds = e^s theta'``, see
-        :func:`_loss_derivative_order`); ``s0`` is the expansion point.
-    s0 : float
-    QWA, T, Xg : ndarray
-        C-contiguous scratch of shapes ``(3, m, d + 1)``, ``(n, d + 1)``, ``(n, d + 1)``.
+    work : :class:`SeriesWork`
+        ``C[0]`` holds the state on entry; ``C[1..K]`` are filled, and on return ``F[0..K-1]`` holds the series of
+        the network outputs (``F[0]``: the outputs at ``C[0]``) and ``G`` that of the residual weights.
     """
+    Xa, y, loss_kind, c, bias, train_outer, decay = net.Xa, net.y, net.loss_kind, net.c, net.bias, \
+        net.train_outer, net.decay
+    C, F, G, A0, A1, A2, R, QWA, T, Xg = work
     n, da = Xa.shape
     m = C.shape[1]
     d = da - 1
