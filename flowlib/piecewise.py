@@ -296,10 +296,12 @@ class PiecewiseAffine:
         ev_t, ev_mult, ev_error = np.empty(cap), np.empty(cap), np.empty(cap)
         ev_kind, ev_surface, ev_side, ev_cycle = (np.empty(cap, np.int64) for _ in range(4))
         c = carried
-        code, k, e = pwa.integrate_pwa(self.A0, self.c0, self.A, self.c, self.normals, self.offsets, x, c.sigma,
-                                       c.held, c.clock, t_end, order, c.tie, steps, events, c.drop, c.snapped,
-                                       c.z_times, c.z_keys, c.z_states, c.z_count, out_t, out_h, out_X, ev_t,
-                                       ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle)
+        code, k, e = pwa.integrate_pwa(
+            pwa.System(self.A0, self.c0, self.A, self.c, self.normals, self.offsets),
+            pwa.SwitchState(x, c.sigma, c.held, c.clock, c.drop, c.snapped),
+            pwa.ZenoMemory(c.z_times, c.z_keys, c.z_states, c.z_count), t_end, order, c.tie, steps, events,
+            pwa.SwitchSteps(out_t, out_h, out_X),
+            pwa.SwitchEvents(ev_t, ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle))
         found = [PiecewiseEvent(float(ev_t[q]), EVENT_KINDS[int(ev_kind[q])], int(ev_surface[q]), int(ev_side[q]),
                                 float(ev_mult[q]), float(ev_error[q]), int(ev_cycle[q])) for q in range(e)]
         return code, (out_t[:k], out_X[:k], out_h[:k]), found

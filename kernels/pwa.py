@@ -31,6 +31,7 @@ amplitude) are snapped onto and classified afresh, and the integration continues
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -410,24 +411,78 @@ def _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_
     return n_ev
 
 
-@jit
-def integrate_pwa(A0, c0, A, c, normals, offsets, x, sigma, held, clock, t_end, order, tie_policy, max_steps,
-                  max_events, drop, snapped, z_times, z_keys, z_states, z_count_box, out_t, out_h, out_X, ev_t,
-                  ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle):
-    """Integrate a piecewise-affine system from ``clock[0]`` to ``t_end`` (arguments as in the module doc), at most
-    ``max_steps`` steps and ``max_events`` events (the sizes of this call's output buffers; ``ev_*`` need
-    ``max_events + 4 K + 4`` entries). ``tie_policy`` is ``TIE_STAY`` or ``TIE_LEAVE``.
+class System(NamedTuple):
+    """The switched system: ``x' = A0 x + c0 + sum_k sigma_k (A_k x + c_k)`` (``A0``: ``N, N``; ``c0``: ``N``;
+    ``A``: ``K, N, N``; ``c``: ``K, N``) on the surfaces ``<normals[k], x> + offsets[k] = 0``."""
 
-    ``x`` (state), ``sigma`` (signs, or equivalent controls on held surfaces), ``held``, ``clock`` and the
-    carried state of the event machinery (``drop``, ``snapped``: shape ``(K,)``, zeros at the start; the Zeno
-    detector's memory ``z_times``, ``z_keys``, ``z_states`` of :data:`ZENO_MEMORY` rows and its fill
-    ``z_count_box[0]``) are updated in place, so that calling again continues the very same trajectory. Step ``q``
-    is ``x(out_t[q] + tau) = sum_p out_X[q, p] tau^p`` for ``0 <= tau <= out_h[q]``. Events: time, kind, surface,
-    side entered (0 when held), control (``nan`` when left; for ``zeno`` the time ratio per cycle), error (the
-    accumulation time's error estimate for ``zeno``, else ``nan``) and cycle (events per cycle for ``zeno``, else
-    0). Returns ``(status, n_steps, n_events)``: ``RUNNING`` or ``MAX_EVENTS`` when this call's budget ended it;
-    ``NONFINITE`` with ``x`` the last finite state.
+    A0: np.ndarray
+    c0: np.ndarray
+    A: np.ndarray
+    c: np.ndarray
+    normals: np.ndarray
+    offsets: np.ndarray
+
+
+class SwitchState(NamedTuple):
+    """What a call continues from and updates in place: the state ``x``, the signs ``sigma`` (equivalent controls
+    on held surfaces), ``held``, ``clock`` (shape (1,)), and the event machinery's marks ``drop`` and ``snapped``
+    (shape ``(K,)``, zeros at the start)."""
+
+    x: np.ndarray
+    sigma: np.ndarray
+    held: np.ndarray
+    clock: np.ndarray
+    drop: np.ndarray
+    snapped: np.ndarray
+
+
+class ZenoMemory(NamedTuple):
+    """The Zeno detector's memory of :data:`ZENO_MEMORY` event instants (``times``, ``keys``, ``states``) and its
+    fill ``count[0]``."""
+
+    times: np.ndarray
+    keys: np.ndarray
+    states: np.ndarray
+    count: np.ndarray
+
+
+class SwitchSteps(NamedTuple):
+    """Per step ``q``: ``x(t[q] + tau) = sum_p X[q, p] tau^p`` for ``0 <= tau <= h[q]``."""
+
+    t: np.ndarray
+    h: np.ndarray
+    X: np.ndarray
+
+
+class SwitchEvents(NamedTuple):
+    """Per event: time, kind, surface, side entered (0 when held), control (``nan`` when left; for ``zeno`` the
+    time ratio per cycle), error (the accumulation time's error estimate for ``zeno``, else ``nan``) and cycle
+    (events per cycle for ``zeno``, else 0)."""
+
+    t: np.ndarray
+    kind: np.ndarray
+    surface: np.ndarray
+    side: np.ndarray
+    mult: np.ndarray
+    error: np.ndarray
+    cycle: np.ndarray
+
+
+@jit
+def integrate_pwa(system, state, zeno, t_end, order, tie_policy, max_steps, max_events, steps, events):
+    """Integrate a piecewise-affine :class:`System` from ``state.clock[0]`` to ``t_end``, at most ``max_steps``
+    steps and ``max_events`` events (the sizes of this call's :class:`SwitchSteps` and :class:`SwitchEvents`;
+    the events need ``max_events + 4 K + 4`` entries). ``tie_policy`` is ``TIE_STAY`` or ``TIE_LEAVE``.
+
+    The :class:`SwitchState` and the :class:`ZenoMemory` are updated in place, so that calling again continues the
+    very same trajectory. Returns ``(status, n_steps, n_events)``: ``RUNNING`` or ``MAX_EVENTS`` when this call's
+    budget ended it; ``NONFINITE`` with ``x`` the last finite state.
     """
+    A0, c0, A, c, normals, offsets = system
+    x, sigma, held, clock, drop, snapped = state
+    z_times, z_keys, z_states, z_count_box = zeno
+    out_t, out_h, out_X = steps
+    ev_t, ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle = events
     K = A.shape[0]
     n_state = len(x)
     X = np.zeros((order + 1, n_state))
