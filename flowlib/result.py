@@ -33,6 +33,16 @@ EVENT_KINDS = {kevents.EVENT_CROSS: "cross", kevents.EVENT_SLIDE_START: "slide_s
                kevents.EVENT_SLIDE_END: "slide_end", kevents.EVENT_STICK: "stick", kevents.EVENT_TIE: "tie",
                kevents.EVENT_ZENO: "zeno"}
 _EVENT_CODES = {name: code for code, name in EVENT_KINDS.items()}
+#: ``_KNOWN_KIND[code]``: ``code`` (``0 <= code < len``) is a key of :data:`EVENT_KINDS`
+_KNOWN_KIND = np.isin(np.arange(max(EVENT_KINDS) + 1), list(EVENT_KINDS))
+
+
+def _known_codes(codes: np.ndarray) -> bool:
+    """Every entry of the integer array ``codes`` is a kind code (a table lookup: a run's log is checked in
+    microseconds, where ``np.isin`` takes ~80 us)."""
+    if codes.dtype.kind not in "iub" or codes.min() < 0 or codes.max() >= len(_KNOWN_KIND):
+        return False
+    return bool(_KNOWN_KIND[codes].all())
 
 
 @dataclass(frozen=True)
@@ -205,7 +215,7 @@ class EventLog(_ColumnLog):
             if unknown:
                 raise ValueError(f"kind must hold names from {list(_EVENT_CODES)}, got {unknown}")
             codes = np.array([_EVENT_CODES[name] for name in codes.tolist()], dtype=np.int8)
-        elif len(codes) and not np.isin(codes, list(EVENT_KINDS)).all():
+        elif len(codes) and not _known_codes(codes):
             raise ValueError(f"kind must hold codes from {sorted(EVENT_KINDS)}, got "
                              f"{sorted(set(codes.tolist()) - set(EVENT_KINDS))}")
         multiplier = np.full(len(t), np.nan) if multiplier is None else _number_column(multiplier)
