@@ -73,6 +73,11 @@ _EPS = EPS64
 _RADIUS_FACTOR = 1.0 + RADIUS_SAFETY
 #: neurons per block of the switching screen (one cache line of a row of ``Z0`` and of ``Z1``)
 _SCAN_BLOCK = 8
+#: The stages of one pass of :func:`integrate_chunk`'s loop, in order; the mpmath engine
+#: (:class:`flowlib.mp.flow._Integrator`) has a method of each name
+STAGES = ("_surfaces_reached", "_resolve", "_coasting", "_coast", "_held_series", "_held_surfaces", "_step_size",
+          "_noise_bands", "_releases_due", "_released_backwards", "_release", "_locate_events", "_record_step",
+          "_advance", "_classify_reached")
 
 
 @jit
@@ -812,7 +817,6 @@ def _releases_due(net, state, ws, held, h):
     Cm, phi, K = held.Cm, held.phi, held.Cm.shape[0] - 1
     leaving = False
     for slot in range(len(held.samples)):
-        i, j = held.samples[slot], held.neurons[slot]
         if held.dependent[slot]:
             continue
         for e in range(2):
@@ -821,8 +825,8 @@ def _releases_due(net, state, ws, held, h):
                     _outside_band(Cm, phi, slot, beta, held.band[slot, e]):
                 side = _exit_side(phi, slot, K - 1, 0.0, beta)
                 if side != 0:
-                    hit[i, j] = True
-                    forced[i, j] = side
+                    hit[held.samples[slot], held.neurons[slot]] = True
+                    forced[held.samples[slot], held.neurons[slot]] = side
                     leaving = True
     if leaving:
         n, m = hit.shape

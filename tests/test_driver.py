@@ -181,3 +181,23 @@ def test_progress_bar_or_clear_message(os_case, capsys):
     res = fl.gradient_flow(prob, p0, 5.0, progress=True)
     assert res.status == "success"
     assert "gradient flow" in capsys.readouterr().err
+
+
+def test_both_backends_are_the_same_named_stages():
+    """Every stage of the kernel's loop is a jitted function of the driver and a method of the mpmath engine with
+    the same name, and the design document's table of stages names it; the kernel's loop calls each."""
+    import inspect
+    from pathlib import Path
+
+    from flowlib.kernels import driver
+    from flowlib.mp.flow import _Integrator
+
+    design = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    loop = inspect.getsource(driver.integrate_chunk.py_func) + inspect.getsource(driver._held_series.py_func)
+    engine = inspect.getsource(_Integrator.step) + inspect.getsource(_Integrator._held_series)
+    for name in driver.STAGES:
+        assert hasattr(getattr(driver, name), "py_func"), name  # a jitted kernel function
+        assert callable(getattr(_Integrator, name, None)), name
+        assert f"`{name}`" in design, name
+        assert f"{name}(" in loop, name
+        assert f"self.{name}(" in engine, name

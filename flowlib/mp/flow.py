@@ -1,11 +1,17 @@
 """The event-driven Taylor integrator over mpmath numbers: :func:`flowlib.gradient_flow` with ``dps=N``.
 
-Step for step the algorithm of :func:`flowlib.kernels.driver.integrate_chunk` (read its module docstring): free
+Stage for stage the algorithm of :func:`flowlib.kernels.driver.integrate_chunk` (read its module docstring): free
 surfaces reached are classified (:mod:`.events`), held surfaces project the velocity order by order
 (:mod:`.series`), the step is cut at the earliest root of every free switching polynomial and of every held
 surface's multiplier exit polynomials (:mod:`.roots`), and held neurons are projected back onto their surfaces
-after each step. The tolerances are those of the one table both backends read
-(:mod:`flowlib.kernels.tolerances`), evaluated at the working epsilon (:mod:`.tolerances`).
+after each step. :meth:`_Integrator.step` is the kernel's loop body and its methods are the kernel's stages under
+the same names (``_surfaces_reached``, ``_resolve``, ``_coasting``, ``_coast``, ``_held_series``,
+``_held_surfaces``, ``_step_size``, ``_noise_bands``, ``_releases_due``, ``_released_backwards``, ``_release``,
+``_locate_events``, ``_record_step``, ``_advance``, ``_classify_reached``); the kernel's ``Workspace`` is the
+engine's attributes (``C``, ``Z``, ``G``, ``Zt``) and its ``Held`` the :class:`Held` record. Where the kernel
+returns a status code the engine raises :class:`_Stop` with the same code. The tolerances are those of the one
+table both backends read (:mod:`flowlib.kernels.tolerances`), evaluated at the working epsilon
+(:mod:`.tolerances`).
 
 Everything runs inside ``mp.workdps(dps)`` (global precision is never touched). Data and initial state are
 converted exactly from their float64 values. The run returns an :class:`MPRun`; :func:`flowlib.gradient_flow`
