@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from flowlib import asymptotics
+from flowlib.dense import Numbers
 from flowlib.problem import Params, Problem, as_real_array
 
 __all__ = ["predict"]
@@ -122,7 +123,7 @@ def _flow_state(res, t) -> np.ndarray:
         return res.states[-1]
     _check_time(t, res.dps is not None)
     if res.n_steps == 0:  # states_at answers the one state for any time: check the time here
-        if res._times([t])[0] != res.t[0]:
+        if Numbers.at(res.dps).convert([t])[0] != res.t[0]:
             raise ValueError(f"t must lie in [{res.t[0]}, {res.t[-1]}], the interval the run covered, got {t!r}")
         return res.states[0]
     return res.states_at([t])[0]
