@@ -57,7 +57,7 @@ def _warmup(args) -> int:
     import flowlib as fl
 
     print(f"Numba cache: {numba.config.CACHE_DIR or 'next to the installed sources (or the user cache)'}")
-    total = fl.warmup(announce=True)
+    total = fl.warmup(announce=True, jobs=args.jobs)
     print(f"kernels ready in {total:.1f} s; later processes load them from the cache (about a second)")
     return 0
 
@@ -85,6 +85,17 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (the parser prints one line and exits 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "report.json and plots (flowlib validate --help)")
     warm = sub.add_parser("warmup", help="compile every kernel once, stage by stage (cached on disk: later "
                                          "processes only load them)")
+    warm.add_argument("--jobs", type=_positive_int, default=None,
+                      help="worker processes compiling at once (default: 2 where there are two cores; 1 compiles "
+                           "in this process)")
     warm.set_defaults(run=_warmup)
     info = sub.add_parser("info", help="versions, Numba settings and kernel warm-up time")
     info.set_defaults(run=_info)

@@ -1,8 +1,21 @@
-"""Compile (or load from Numba's cache) every kernel once, stage by stage, and report how long it took."""
+"""Compile (or load from Numba's cache) every kernel once, stage by stage, and report how long it took.
 
+Numba compiles on one core. With ``jobs >= 2`` the stages are compiled in two worker processes at once (the
+flow and then its ensembles in one, gradient descent and :class:`~flowlib.PiecewiseAffine` in the other, so that
+no kernel is compiled twice); both write Numba's on-disk cache, and the calling process then loads every kernel
+from it.
+"""
+
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
 import numpy as np
+
+#: Stages compiled by each worker process when ``jobs >= 2``, in order: the ensembles reuse the flow's kernels, so
+#: they follow the flow in the same process.
+_LANES = ((0, 2), (1, 3))
 
 
 def _stages():
@@ -40,11 +53,53 @@ def _stages():
             ("PiecewiseAffine", piecewise)]
 
 
-def warmup(announce: bool = False) -> float:
+def _run_lane(indices: tuple) -> list:
+    """Run the stages ``indices`` (a worker process of :func:`warmup`); return the seconds each took."""
+    stages = _stages()
+    seconds = []
+    for index in indices:
+        tick = time.perf_counter()
+        stages[index][1]()
+        seconds.append(time.perf_counter() - tick)
+    return seconds
+
+
+def _check_jobs(jobs) -> int:
+    """``jobs`` (``None``: two where the machine has two cores) as a checked positive integer."""
+    if jobs is None:
+        return min(2, os.cpu_count() or 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
+        raise ValueError(f"jobs must be None or an integer >= 1, got {jobs!r}")
+    return int(jobs)
+
+
+def _compile_in_workers(announce: bool) -> None:
+    """Compile the stages in two worker processes (:data:`_LANES`); print each stage's seconds when ``announce``."""
+    stages = _stages()
+    if announce:
+        print(f"compiling the kernels in {len(_LANES)} worker processes (Numba compiles on one core each) ...",
+              flush=True)
+    pool = ProcessPoolExecutor(len(_LANES), mp_context=get_context("spawn"))
+    try:
+        futures = [pool.submit(_run_lane, lane) for lane in _LANES]
+        seconds = {}
+        for lane, future in zip(_LANES, futures):
+            seconds.update(zip(lane, future.result()))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    if announce:
+        for k, (name, _) in enumerate(stages, start=1):
+            print(f"[{k}/{len(stages)}] compiled or loaded the kernels of {name} in a worker: "
+                  f"{seconds[k - 1]:.1f} s", flush=True)
+
+
+def warmup(announce: bool = False, jobs: int | None = None) -> float:
     """Run the flow, gradient descent, SGD, their ensembles and :class:`~flowlib.PiecewiseAffine` once on tiny
     problems so that later calls pay no compilation; return the seconds spent.
 
-    The first call in a fresh environment compiles the kernels (a minute or two on two cores); later processes load
+    The first call in a fresh environment compiles the kernels (a few minutes on two cores); later processes load
     them from Numba's on-disk cache (``cache=True``) in about a second. ``flowlib warmup`` on the command line
     calls this with ``announce=True``.
 
@@ -52,9 +107,29 @@ def warmup(announce: bool = False) -> float:
     ----------
     announce : bool
         Print each stage as it starts and the seconds it took (the command line's progress messages).
+    jobs : int, optional
+        Worker processes that compile at once: with 2 or more, two (the stages split so that no kernel is
+        compiled twice), after which this process loads every kernel from the cache; 1 compiles here, stage by
+        stage. Default: 2 where the machine has two cores.
+
+    Raises
+    ------
+    ValueError
+        Naming ``jobs``, unless it is ``None`` or an integer >= 1.
     """
+    jobs = _check_jobs(jobs)
     started = time.perf_counter()
     stages = _stages()
+    if jobs > 1:
+        _compile_in_workers(announce)
+        if announce:
+            print("loading the compiled kernels here ...", end=" ", flush=True)
+        tick = time.perf_counter()
+        for _, action in stages:
+            action()
+        if announce:
+            print(f"{time.perf_counter() - tick:.1f} s", flush=True)
+        return time.perf_counter() - started
     for k, (name, action) in enumerate(stages, start=1):
         tick = time.perf_counter()
         if announce:
