@@ -21,7 +21,7 @@ import numpy as np
 from flowlib.descent import gradient_descent
 from flowlib.flow import gradient_flow
 from flowlib.problem import Params, Problem
-from flowlib.result import DescentResult, FlowResult, Status
+from flowlib.result import DescentResult, EventLog, FlowResult, Status
 from flowlib.running import check_budget
 
 #: Flow events that a single GD flip of the same surface should reproduce.
@@ -111,7 +111,7 @@ class Comparison:
         GD flips that are neither the match of a flow event nor inside a sliding interval of their surface.
     chatter : tuple of Chatter
         One per sliding interval of the flow.
-    events : tuple of Event
+    events : EventLog
         The flow's events (for the plot).
     descent_status : Status
         How the descent ended (``success`` when it ran all its iterations).
@@ -128,7 +128,7 @@ class Comparison:
     event_alignment: tuple
     unmatched_flips: int
     chatter: tuple
-    events: tuple
+    events: EventLog
     descent_status: Status = Status.SUCCESS
     descent_message: str = ""
 
