@@ -144,6 +144,7 @@ def test_two_kink_gd_overshoots_and_freezes_a_numerator():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 10^9 GD iterations, 3.5 min on 2 cores: CI runs claim 000-margin-rate to 10^7 (quick mode)
 def test_two_kink_gd_to_1e9_iterations_keeps_the_log_rate():
     theta0, eta = (2.0, 3.0, -2.0, 3.1), 0.05
     prob, p0 = examples.gd_rate_network(*theta0)
