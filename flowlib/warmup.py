@@ -9,6 +9,7 @@ from it.
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 
 import numpy as np
@@ -73,6 +74,18 @@ def _check_jobs(jobs) -> int:
     return int(jobs)
 
 
+def _workers_compiled(announce: bool) -> bool:
+    """:func:`_compile_in_workers`; ``False`` (compile here instead) where worker processes cannot be started or
+    die (a sandbox without ``fork``/``exec``, a killed worker)."""
+    try:
+        _compile_in_workers(announce)
+    except (OSError, BrokenProcessPool) as exc:
+        if announce:
+            print(f"worker processes failed ({type(exc).__name__}: {exc}); compiling here instead", flush=True)
+        return False
+    return True
+
+
 def _compile_in_workers(announce: bool) -> None:
     """Compile the stages in two worker processes (:data:`_LANES`); print each stage's seconds when ``announce``."""
     stages = _stages()
@@ -120,8 +133,7 @@ def warmup(announce: bool = False, jobs: int | None = None) -> float:
     jobs = _check_jobs(jobs)
     started = time.perf_counter()
     stages = _stages()
-    if jobs > 1:
-        _compile_in_workers(announce)
+    if jobs > 1 and _workers_compiled(announce):
         if announce:
             print("loading the compiled kernels here ...", end=" ", flush=True)
         tick = time.perf_counter()

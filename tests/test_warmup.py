@@ -41,3 +41,18 @@ def test_warmup_refuses_a_bad_jobs():
     with pytest.raises(SystemExit) as exit_:
         cli.main(["warmup", "--jobs", "0"])
     assert exit_.value.code == 2
+
+
+def test_warmup_compiles_here_where_workers_cannot_start(monkeypatch, capsys):
+    import sys
+
+    module = sys.modules["flowlib.warmup"]  # the module (fl.warmup is its function)
+
+    def refuse(announce):
+        raise OSError("no fork here")
+
+    monkeypatch.setattr(module, "_compile_in_workers", refuse)
+    assert fl.warmup(jobs=2, announce=True) >= 0.0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "worker processes failed (OSError: no fork here); compiling here instead"
+    assert [line[:5] for line in lines[1:]] == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]
