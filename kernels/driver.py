@@ -231,7 +231,8 @@ def slopes_from_state(active, mode, leak, S):
 @jit
 def build_constraints(Xa, bias, mode, cons_offset):
     """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows,
-    dependent flags)."""
+    dependent flags, null): ``null`` (per slot) is the null vector of a neuron's normals where they have a
+    one-dimensional null space (:func:`null_vector`), 0 elsewhere."""
     n, m = mode.shape
     da = Xa.shape[1]
     d = da - 1
@@ -247,6 +248,7 @@ def build_constraints(Xa, bias, mode, cons_offset):
     neurons = np.empty(total, np.int64)
     pinv = np.zeros((total, da))
     dependent = np.zeros(total, np.bool_)
+    null = np.zeros(total)
     for j in range(m):
         q0 = cons_offset[j]
         q = cons_offset[j + 1] - q0
@@ -269,7 +271,44 @@ def build_constraints(Xa, bias, mode, cons_offset):
         # a normal in the span of the others (duplicate or antipodal samples): the split of the multipliers
         # among them is not unique, so their individual exits are not events
         dependent_columns(N, dependent[q0:q0 + q])
-    return samples, neurons, pinv, dependent
+        if np.any(dependent[q0:q0 + q]):
+            null_vector(N, dependent[q0:q0 + q], null[q0:q0 + q])
+    return samples, neurons, pinv, dependent, null
+
+
+@jit
+def null_vector(N, dependent, z):
+    """``z`` (``q``): with ``p`` the first dependent column of ``N`` (``da, q``), ``z_p = 1`` and ``N z = 0``, when
+    ``N``'s null space is one-dimensional (the columns other than ``p`` independent); all 0 otherwise. Entries of
+    the columns that are not ``dependent`` are 0 (their multipliers are unique).
+
+    With a one-dimensional null space (an antipodal or duplicate pair of samples, three collinear ones) the splits
+    of the held multipliers form a segment, ``x = x_p + mu z`` (``x_k = G_k s_k``, ``x_p`` the minimum-norm split),
+    and the neuron can hold while the segment meets the box (:func:`_group_exits`)."""
+    da, q = N.shape
+    for r in range(q):
+        z[r] = 0.0
+    p = 0
+    while not dependent[p]:
+        p += 1
+    others = np.empty((da, q - 1))
+    col = 0
+    for r in range(q):
+        if r != p:
+            others[:, col] = N[:, r]
+            col += 1
+    flags = np.zeros(q - 1, np.bool_)
+    dependent_columns(others, flags)
+    if np.any(flags):
+        return
+    coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
+    col = 0
+    for r in range(q):
+        if r == p:
+            z[r] = 1.0
+        else:
+            z[r] = -coef[col] if dependent[r] else 0.0
+            col += 1
 
 
 @jit
@@ -357,8 +396,8 @@ def _resolve(net, method, state, S, hit, forced, t, events, n_ev):
 
 
 @jit
-def _exit_root(Cm, phi, slot, order, beta, bound, span, noise, work, poly, band):
-    """Earliest root of ``Cm[:, slot] - beta * phi[:, slot]`` (degree ``order``) in ``(0, bound]``, or inf.
+def _exit_root(num, den, slot, order, beta, bound, span, noise, work, poly, band):
+    """Earliest root of ``num[:, slot] - beta * den[:, slot]`` (degree ``order``) in ``(0, bound]``, or inf.
 
     ``noise`` is the half-width of the exit polynomial's noise band (:func:`_slot_noise`): a root is an exit only if
     the multiplier goes beyond ``beta`` by more than that somewhere in ``(0, span]`` (``span``: the whole Taylor
@@ -367,27 +406,27 @@ def _exit_root(Cm, phi, slot, order, beta, bound, span, noise, work, poly, band)
     band exits where it leaves the band outwards (its return inside is no exit).
     """
     size_h = 0.0
-    size_phi = 0.0
+    size_den = 0.0
     p = 1.0
     for k in range(order + 1):
-        poly[k] = Cm[k, slot] - beta * phi[k, slot]
+        poly[k] = num[k, slot] - beta * den[k, slot]
         size_h = max(size_h, abs(poly[k]) * p)
-        size_phi = max(size_phi, abs(phi[k, slot]) * p)
+        size_den = max(size_den, abs(den[k, slot]) * p)
         p *= bound
-    if size_h <= EXIT_NOISE * size_phi:
+    if size_h <= EXIT_NOISE * size_den:
         return math.inf
     # a multiplier starting on this bound (sticking) leaves it only through a later root, and only if it moves
     # measurably (more than STAY_TOL) within the step
-    on_bound = abs(poly[0]) <= EXIT_NOISE * abs(phi[0, slot])
+    on_bound = abs(poly[0]) <= EXIT_NOISE * abs(den[0, slot])
     if on_bound:
         drift = 0.0
         p = bound
         for k in range(1, order + 1):
             drift = max(drift, abs(poly[k]) * p)
             p *= bound
-        if drift <= STAY_TOL * size_phi:
+        if drift <= STAY_TOL * size_den:
             return math.inf
-    out = _outward(phi, slot, beta)
+    out = _outward(den, slot, beta)
     if not on_bound and out * poly[0] > 0.0 and noise > 0.0:
         if out * poly[0] > noise:
             return math.inf  # beyond the band: released at the step's start (:func:`_outside_band`)
@@ -403,13 +442,13 @@ def _exit_root(Cm, phi, slot, order, beta, bound, span, noise, work, poly, band)
 
 
 @jit
-def _outward(phi, slot, beta):
-    """Sign ``o`` with ``o (Cm - beta phi) > 0`` exactly when the multiplier ``s = Cm / phi`` is beyond ``beta``
-    (outside ``[leak, 1]``), from the sign of ``phi = a_j G_i`` at the step's start; 0 when ``phi`` vanishes."""
-    if phi[0, slot] == 0.0:
+def _outward(den, slot, beta):
+    """Sign ``o`` with ``o (num - beta den) > 0`` exactly when the multiplier ``s = num / den`` is beyond ``beta``
+    (outside ``[leak, 1]``), from the sign of ``den = G_i`` at the step's start; 0 when ``den`` vanishes."""
+    if den[0, slot] == 0.0:
         return 0.0
     up = 1.0 if beta == 1.0 else -1.0
-    return up if phi[0, slot] > 0.0 else -up
+    return up if den[0, slot] > 0.0 else -up
 
 
 @jit
@@ -427,23 +466,23 @@ def _beyond_band(poly, order, out, noise, span, work, band):
 
 
 @jit
-def _leaving_bound(Cm, phi, slot, beta, h, noise):
-    """Whether the multiplier ``s = Cm / phi`` of ``slot`` sits on ``beta`` (to rounding) and moves out of
-    ``[leak, 1]`` through it, by more than ``STAY_TOL`` over the step ``h`` (``s' = (Cm' - beta phi') / phi``) and,
+def _leaving_bound(num, den, slot, beta, h, noise):
+    """Whether the multiplier ``s = num / den`` of ``slot`` sits on ``beta`` (to rounding) and moves out of
+    ``[leak, 1]`` through it, by more than ``STAY_TOL`` over the step ``h`` (``s' = (num' - beta den') / den``) and,
     to first order, by more than the exit polynomial's noise band ``noise``."""
-    value = Cm[0, slot] - beta * phi[0, slot]
-    if phi[0, slot] == 0.0 or abs(value) > EXIT_NOISE * abs(phi[0, slot]):
+    value = num[0, slot] - beta * den[0, slot]
+    if den[0, slot] == 0.0 or abs(value) > EXIT_NOISE * abs(den[0, slot]):
         return False
-    rate = (Cm[1, slot] - beta * phi[1, slot]) / phi[0, slot]
+    rate = (num[1, slot] - beta * den[1, slot]) / den[0, slot]
     if abs(rate) * h <= STAY_TOL:
         return False
-    if abs(Cm[1, slot] - beta * phi[1, slot]) * h <= noise:
+    if abs(num[1, slot] - beta * den[1, slot]) * h <= noise:
         return False
     return rate > 0.0 if beta == 1.0 else rate < 0.0
 
 
 @jit
-def _outside_band(Cm, phi, slot, beta, noise):
+def _outside_band(num, den, slot, beta, noise):
     """Whether the multiplier of ``slot`` starts beyond ``beta`` by more than the noise band ``noise`` of its exit
     polynomial (a held surface the state must leave now; only a multiplier kept beyond the bound inside the band,
     :func:`_exit_root`, can get there). A multiplier on the bound to rounding (``EXIT_NOISE``, as in
@@ -451,10 +490,216 @@ def _outside_band(Cm, phi, slot, beta, noise):
     its multiplier has a band of nearly 0, and the sign of its exit polynomial's rounding must not release it."""
     if noise <= 0.0:
         return False
-    value = Cm[0, slot] - beta * phi[0, slot]
-    if abs(value) <= EXIT_NOISE * abs(phi[0, slot]):
+    value = num[0, slot] - beta * den[0, slot]
+    if abs(value) <= EXIT_NOISE * abs(den[0, slot]):
         return False
-    return _outward(phi, slot, beta) * value > noise
+    return _outward(den, slot, beta) * value > noise
+
+
+@jit
+def _slot_bounds(den, r, positive, leak):
+    """``(beta_lo, beta_hi)``: the slopes of slot ``r`` at which ``w G_r s_r`` (a weight ``w`` of sign
+    ``positive``) is smallest and largest over ``s_r`` in ``[leak, 1]``, from the sign of ``G_r = den[0, r]`` at
+    the step's start."""
+    if positive == (den[0, r] >= 0.0):
+        return leak, 1.0
+    return 1.0, leak
+
+
+@jit
+def _normal_entry(Xa, bias, i, q):
+    """Entry ``q`` of sample ``i``'s normal ``(x_i, 1)`` (``(x_i, 0)`` without bias)."""
+    return Xa[i, q] if (q < Xa.shape[1] - 1 or bias) else 0.0
+
+
+@jit
+def parallel_classes(Xa, bias, samples, dependent, lo, hi, rep, rho):
+    """Whether the dependence among slots ``lo..hi - 1`` (one neuron's held surfaces) is that of parallel normals
+    only: every dependent slot parallel to another (duplicate samples; antipodal or collinear ones without bias),
+    and one representative per class with the independent slots independent. Fills ``rep`` (the representative's
+    slot; -1 for an independent slot, -2 for a zero normal, whose multiplier acts on nothing) and ``rho``
+    (``n_r = rho_r n_rep``)."""
+    da = Xa.shape[1]
+    for p in range(lo, hi):
+        rep[p] = -1
+        rho[p] = 0.0
+    for p in range(lo, hi):
+        if not dependent[p] or rep[p] != -1:
+            continue
+        ip = samples[p]
+        norm2 = 0.0
+        for q in range(da):
+            norm2 += _normal_entry(Xa, bias, ip, q) ** 2
+        if norm2 == 0.0:
+            rep[p] = -2
+            continue
+        rep[p] = p
+        rho[p] = 1.0
+        partners = 0
+        for r in range(p + 1, hi):
+            if not dependent[r] or rep[r] != -1:
+                continue
+            ir = samples[r]
+            dot = 0.0
+            own = 0.0
+            for q in range(da):
+                dot += _normal_entry(Xa, bias, ir, q) * _normal_entry(Xa, bias, ip, q)
+                own += _normal_entry(Xa, bias, ir, q) ** 2
+            ratio = dot / norm2
+            resid = 0.0
+            for q in range(da):
+                resid += (_normal_entry(Xa, bias, ir, q) - ratio * _normal_entry(Xa, bias, ip, q)) ** 2
+            if own > 0.0 and math.sqrt(resid) <= STAY_TOL * math.sqrt(own):
+                rep[r] = p
+                rho[r] = ratio
+                partners += 1
+        if partners == 0:
+            return False
+    cols = 0
+    for p in range(lo, hi):
+        cols += rep[p] == -1 or rep[p] == p
+    N = np.zeros((da, cols))
+    c = 0
+    for p in range(lo, hi):
+        if rep[p] == -1 or rep[p] == p:
+            for q in range(da):
+                N[q, c] = _normal_entry(Xa, bias, samples[p], q)
+            c += 1
+    flags = np.zeros(cols, np.bool_)
+    dependent_columns(N, flags)
+    return not np.any(flags)
+
+
+@jit
+def _group_exits(net, samples, dependent, null, den, cons_offset):
+    """The combined exit polynomials of the neurons held on dependent hyperplanes, as ``(offset, slot, weight,
+    beta)``: combination ``c`` is ``gap = sum_e weight_e (num - beta_e den)[slot_e]`` over its entries
+    ``offset[c]..offset[c + 1] - 1``, non-negative while the neuron can hold (``x_k = G_k s_k`` has a split with
+    every ``s_k`` in ``[leak, 1]``).
+
+    Parallel classes (:func:`parallel_classes`): only ``c* = sum rho_k x_k`` is determined (``x^+``, the
+    minimum-norm split, gives it), and it must lie between the smallest and largest ``sum rho_k G_k s_k``: two
+    combinations per class. Otherwise, a one-dimensional null space ``z`` (:func:`null_vector`): the splits are
+    ``x^+ + mu z``, slot ``k`` allows ``mu`` in ``[L_k, U_k]``, and ``U_l - L_k`` is one combination per ordered
+    pair. Larger null spaces get none (their neuron is re-classified every step, :func:`_held_surfaces`)."""
+    Xa, bias, leak = net.Xa, net.bias, net.leak
+    n_slots = len(samples)
+    m = len(cons_offset) - 1
+    rep = np.full(n_slots, -1, np.int64)
+    rho = np.zeros(n_slots)
+    mode = np.zeros(m, np.int64)  # 0: none, 1: classes, 2: pairs
+    entries = 0
+    combos = 0
+    for j in range(m):
+        lo, hi = cons_offset[j], cons_offset[j + 1]
+        if not np.any(dependent[lo:hi]):
+            continue
+        if parallel_classes(Xa, bias, samples, dependent, lo, hi, rep, rho):
+            mode[j] = 1
+            for p in range(lo, hi):
+                if rep[p] == p:
+                    combos += 2
+                if rep[p] >= 0:
+                    entries += 2
+        elif np.any(null[lo:hi] != 0.0):
+            mode[j] = 2
+            q = 0
+            for p in range(lo, hi):
+                q += null[p] != 0.0
+            combos += q * (q - 1)
+            entries += 2 * q * (q - 1)
+    offset = np.zeros(combos + 1, np.int64)
+    slot = np.empty(entries, np.int64)
+    weight = np.empty(entries)
+    beta = np.empty(entries)
+    c = 0
+    e = 0
+    for j in range(m):
+        lo, hi = cons_offset[j], cons_offset[j + 1]
+        if mode[j] == 1:
+            for p in range(lo, hi):
+                if rep[p] != p:
+                    continue
+                for side in range(2):  # c* - min >= 0, then max - c* >= 0
+                    for r in range(lo, hi):
+                        if rep[r] == p:
+                            slot[e] = r
+                            weight[e] = rho[r] if side == 0 else -rho[r]
+                            beta[e] = _slot_bounds(den, r, rho[r] > 0.0, leak)[side]
+                            e += 1
+                    c += 1
+                    offset[c] = e
+        elif mode[j] == 2:
+            for k in range(lo, hi):
+                for l in range(lo, hi):
+                    if k == l or null[k] == 0.0 or null[l] == 0.0:
+                        continue
+                    slot[e] = k
+                    weight[e] = 1.0 / null[k]
+                    beta[e] = _slot_bounds(den, k, null[k] > 0.0, leak)[0]
+                    slot[e + 1] = l
+                    weight[e + 1] = -1.0 / null[l]
+                    beta[e + 1] = _slot_bounds(den, l, null[l] > 0.0, leak)[1]
+                    e += 2
+                    c += 1
+                    offset[c] = e
+    return offset, slot, weight, beta
+
+
+@jit
+def _group_gap(held, c, order):
+    """Combination ``c`` of :func:`_group_exits` as an exit polynomial: ``(gap, scale, noise)``, the gap's Taylor
+    coefficients (``order + 1, 1``), the scale ``sum |weight G|`` (as a constant polynomial) its rounding is relative
+    to, and its noise band (the slots' bands, weighted alike)."""
+    gap = np.zeros((order + 1, 1))
+    scale = np.zeros((order + 1, 1))
+    noise = 0.0
+    for e in range(held.group_offset[c], held.group_offset[c + 1]):
+        r, w, b = held.group_slot[e], held.group_weight[e], held.group_beta[e]
+        for o in range(order + 1):
+            gap[o, 0] += w * (held.num[o, r] - b * held.den[o, r])
+        scale[0, 0] += abs(w * held.den[0, r])
+        noise += abs(w) * max(held.band[r, 0], held.band[r, 1])
+    return gap, scale, noise
+
+
+@jit
+def _group_exit(held, c, order, bound, span, work, poly, band):
+    """Earliest root in ``(0, bound]`` at which combination ``c`` of :func:`_group_exits` becomes negative (the
+    neuron can no longer hold on its dependent hyperplanes), searched by :func:`_exit_root` with the same noise
+    band and tangency rules; ``inf`` when there is none."""
+    gap, scale, noise = _group_gap(held, c, order)
+    # beta = 0 with a positive scale: the gap is "beyond its bound" when negative (:func:`_outward`)
+    return _exit_root(gap, scale, 0, order, 0.0, bound, span, noise, work, poly, band)
+
+
+@jit
+def _group_leaving(held, c, order, h):
+    """Whether combination ``c`` releases its surfaces at the step's start, as a single multiplier would
+    (:func:`_leaving_bound`, :func:`_outside_band`): its gap is 0 to rounding and decreases by more than
+    ``STAY_TOL`` of its scale over the step ``h`` and by more than its noise band, or it is negative by more than
+    the band (a neuron held where no split fits, as one started on its hyperplanes with ``a_j = 0``)."""
+    gap, scale, noise = _group_gap(held, c, order)
+    if abs(gap[0, 0]) <= EXIT_NOISE * scale[0, 0]:
+        return gap[1, 0] * h < -STAY_TOL * scale[0, 0] and abs(gap[1, 0]) * h > noise
+    return noise > 0.0 and -gap[0, 0] > noise
+
+
+@jit
+def _group_exits_due(held, C, order, bound, span, work, poly, band, reach, hit, forced, h):
+    """The earliest root of every combination (:func:`_group_exit`) in ``(0, bound]``; with ``hit`` (at an event),
+    every combination whose root is within ``reach`` has its surfaces hit, each forced to the side its slope's
+    bound leaves to (:func:`_exit_side` at ``h``). Returns the earliest root (``inf`` if none)."""
+    earliest = math.inf
+    for c in range(len(held.group_offset) - 1):
+        tau = _group_exit(held, c, order, bound, span, work, poly, band)
+        earliest = min(earliest, tau)
+        if hit is not None and tau <= reach:
+            for e in range(held.group_offset[c], held.group_offset[c + 1]):
+                r = held.group_slot[e]
+                hit[held.samples[r], held.neurons[r]] = True
+                forced[held.samples[r], held.neurons[r]] = _exit_side(held, C, r, order, h, held.group_beta[e])
+    return earliest
 
 
 @jit
@@ -490,11 +735,13 @@ def _residual_noise(Xa, y, S, P, Z, bias, loss_kind, c, G0, log_clock, t, state_
 
 @jit
 def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
-    """Half-width of the noise band of the exit polynomial ``Cm - beta phi`` of ``slot`` (surface ``i`` of neuron
-    ``j``): ``NOISE_BAND`` times the noise of ``Cm = -a_j sum_k s_kj G_k <pinv, (x_k, 1)>`` plus ``|beta|`` times
-    that of ``phi = a_j G_i``, from the residual weights' noise ``gnoise`` and the state's ``state_noise``."""
+    """Half-width of the noise band of the exit polynomial ``num - beta den`` of ``slot`` (surface ``i`` of neuron
+    ``j``, :func:`_multiplier_series`): ``NOISE_BAND`` times the noise of ``num = -sum_k s_kj G_k <pinv, (x_k, 1)>``
+    plus ``|beta|`` times that of ``den = G_i``, from the residual weights' noise ``gnoise``; plus the state's
+    uncertainty ``state_noise`` in ``a_j`` relative to ``|a_j|`` on both (``NOISE_BAND`` was calibrated on
+    ``a_j (num - beta den)``, whose band this is divided by ``|a_j|``); at ``a_j = 0`` without that term."""
     n, da = Xa.shape
-    a = P[j, da]
+    a = abs(P[j, da])
     spread = 0.0
     value = 0.0
     for k in range(n):
@@ -506,9 +753,8 @@ def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
             proj += pinv[slot, q] * Xa[k, q]
         spread += abs(s * proj) * gnoise[k]
         value += abs(s * proj * G0[k])
-    noise_cm = abs(a) * spread + state_noise * value
-    noise_phi = abs(a) * gnoise[i] + state_noise * abs(G0[i])
-    return NOISE_BAND * (noise_cm + abs(beta) * noise_phi)
+    relative = state_noise / a if a > 0.0 else 0.0
+    return NOISE_BAND * (spread + relative * value + abs(beta) * (gnoise[i] + relative * abs(G0[i])))
 
 
 @jit
@@ -582,24 +828,40 @@ def _converged(Xa, y, P, Z, S, bias, neuron_scale):
 
 
 @jit
-def _exit_side(phi, slot, order, tau, beta):
-    """Side a held surface leaves to when its multiplier ``s = c / (a_j G_i)`` crosses ``beta`` at ``tau``.
+def _exit_side(held, C, slot, order, tau, beta):
+    """Side a held surface leaves to when its multiplier ``s = num / den`` crosses ``beta`` at ``tau``.
 
     The normal velocity on either side is ``u(sigma) = (sigma - s) M`` with ``M = -a_j G_i |n_i|^2``. Sliding
     (``M < 0``) ends upwards at ``s = 1`` and downwards at ``s = leak``; a held repelling tie (``M > 0``) the other
-    way round. Returns 0 when ``a_j G_i`` vanishes there (``s`` is 0/0: no genuine exit; re-classify).
+    way round. Where the trained outer weight ``a_j`` (series ``C[:, j, -1]``) vanishes at ``tau`` and ``G_i``
+    does not, the sign of ``a_j G_i`` just after ``tau`` is that of ``a_j' G_i``. Returns 0 when ``a_j G_i``
+    vanishes otherwise (``s`` is 0/0: no genuine exit; re-classify).
     """
-    value = phi[order, slot]
+    sign = _sign_at(held.phi[:, slot], order, tau, 0)
+    if sign == 0.0:
+        j, da = held.neurons[slot], C.shape[2] - 1
+        if _sign_at(C[:, j, da], order, tau, 0) == 0.0:
+            sign = _sign_at(C[:, j, da], order, tau, 1) * _sign_at(held.den[:, slot], order, tau, 0)
+    if sign == 0.0:
+        return 0
+    return 1 if (beta == 1.0) == (sign > 0.0) else -1
+
+
+@jit
+def _sign_at(coefs, order, tau, derivative):
+    """Sign of the polynomial ``coefs`` (degree ``order``; its derivative with ``derivative = 1``) at ``tau``; 0
+    where it is rounding, ``EXIT_SIDE`` relative to its Taylor terms there."""
+    value = 0.0
     size = 0.0
     p = 1.0
-    for k in range(order - 1, -1, -1):
-        value = value * tau + phi[k, slot]
-    for k in range(order + 1):
-        size = max(size, abs(phi[k, slot]) * p)
+    for k in range(derivative, order + 1):
+        term = coefs[k] * p * (k if derivative == 1 else 1)
+        value += term
+        size = max(size, abs(term))
         p *= tau
-    if abs(value) <= EXIT_SIDE * size:
-        return 0
-    return 1 if (beta == 1.0) == (value > 0.0) else -1
+    if abs(value) > EXIT_SIDE * size:
+        return 1.0 if value > 0.0 else -1.0
+    return 0.0
 
 
 @jit
@@ -678,17 +940,27 @@ class Workspace(NamedTuple):
 class Held(NamedTuple):
     """The held surfaces of one step, one slot each, grouped by neuron: ``samples``, ``neurons``, the rows of the
     pseudo-inverse of each neuron's normals ``pinv`` (``slots, d + 1``), ``dependent`` (a normal in the span of
-    the others), the Taylor coefficients of the multipliers' numerators ``Cm`` and of ``phi = a_j G_i``
-    (``K + 1, slots``), and the half-width of each exit polynomial's noise band ``band`` (``slots, 2``: at
-    ``leak`` and at 1)."""
+    the others) and ``null`` (the null vector of a neuron's normals where it is unique, :func:`null_vector`), the Taylor coefficients (``K + 1, slots``) of the projection coefficients ``Cm`` (output of
+    :func:`.series.taylor_coefficients`), of ``phi = a_j G_i`` (whose sign says which way a surface is left) and
+    of the multiplier's numerator ``num`` and denominator ``den = G_i`` (``s = num / den = Cm / phi``: the factor
+    ``a_j`` divided out, so that ``s`` stays defined where a trained ``a_j`` passes through 0), the half-width
+    of each exit polynomial's noise band ``band`` (``slots, 2``: at ``leak`` and at 1), and the combined exit
+    polynomials of neurons held on dependent hyperplanes (``group_*``, :func:`_group_exits`)."""
 
     samples: np.ndarray
     neurons: np.ndarray
     pinv: np.ndarray
     dependent: np.ndarray
+    null: np.ndarray
     Cm: np.ndarray
     phi: np.ndarray
+    num: np.ndarray
+    den: np.ndarray
     band: np.ndarray
+    group_offset: np.ndarray
+    group_slot: np.ndarray
+    group_weight: np.ndarray
+    group_beta: np.ndarray
 
 
 @jit
@@ -711,15 +983,17 @@ def _workspace(net, method, state):
 @jit
 def _held_surfaces(net, method, state, ws, t, events, n_ev):
     """Stage 2a: the held surfaces as slots (:func:`build_constraints`); returns ``(status, n_ev, samples, neurons,
-    pinv, dependent)``.
+    pinv, dependent, null)``.
 
     Neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step first:
     whether some split of their multipliers still fits in ``[leak, 1]`` is decided by the configuration search
-    (their release is therefore located to the step, not to machine precision).
+    (the exact release of parallel classes and of a one-dimensional null space is an event of its own,
+    :func:`_group_exits`; beyond, the
+    release is located to the step, not to machine precision).
     """
-    samples, neurons, pinv, dependent = build_constraints(net.Xa, net.bias, state.mode, ws.cons_offset)
+    samples, neurons, pinv, dependent, null = build_constraints(net.Xa, net.bias, state.mode, ws.cons_offset)
     if not np.any(dependent):
-        return status.RUNNING, n_ev, samples, neurons, pinv, dependent
+        return status.RUNNING, n_ev, samples, neurons, pinv, dependent, null
     hit, cons_offset = ws.hit, ws.cons_offset
     hit[:, :] = False
     for slot in range(len(samples)):
@@ -728,33 +1002,35 @@ def _held_surfaces(net, method, state, ws, t, events, n_ev):
                 hit[samples[q], neurons[q]] = True
     code, n_ev = _resolve(net, method, state, ws.S, hit, ws.forced, t, events, n_ev)
     if code == status.RUNNING:
-        samples, neurons, pinv, dependent = build_constraints(net.Xa, net.bias, state.mode, cons_offset)
-    return code, n_ev, samples, neurons, pinv, dependent
+        samples, neurons, pinv, dependent, null = build_constraints(net.Xa, net.bias, state.mode, cons_offset)
+    return code, n_ev, samples, neurons, pinv, dependent, null
 
 
 @jit
 def _held_series(net, method, state, ws, t, events, n_ev):
     """Stage 2: the held surfaces (:func:`_held_surfaces`), the Taylor coefficients of the state with each neuron's
     velocity projected onto them (:func:`.series.taylor_coefficients`, into ``ws.series.C``) and those of each held
-    surface's multiplier, ``s_ij = Cm / phi`` with ``phi = a_j G_i``. Returns ``(status, n_ev, held)``."""
+    surface's multiplier, ``s_ij = num / den`` (:func:`_multiplier_series`), and of ``phi = a_j G_i``. Returns
+    ``(status, n_ev, held)``."""
     Xa, train_outer = net.Xa, net.train_outer
     K = method.order
     P = state.P
     C, G = ws.series.C, ws.series.G
-    code, n_ev, samples, neurons, pinv, dependent = _held_surfaces(net, method, state, ws, t, events, n_ev)
+    code, n_ev, samples, neurons, pinv, dependent, null = _held_surfaces(net, method, state, ws, t, events, n_ev)
     n_slots = len(samples)
-    held = Held(samples, neurons, pinv, dependent, np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots)),
-                np.zeros((n_slots, 2)))
+    Cm, phi = np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots))
+    num, den = np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots))
+    band = np.zeros((n_slots, 2))
     if code != status.RUNNING:
-        return code, n_ev, held
+        return code, n_ev, Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band,
+                                np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0))
     da = Xa.shape[1]
     m, w = P.shape
     for j in range(m):
         for q in range(w):
             C[0, j, q] = P[j, q]
-    taylor_coefficients(net, K, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, held.Cm, ws.series)
+    taylor_coefficients(net, K, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, ws.series)
     lmax = K - 1 if train_outer else 0
-    phi = held.phi
     for slot in range(n_slots):
         i, j = samples[slot], neurons[slot]
         for k in range(K):
@@ -762,7 +1038,32 @@ def _held_series(net, method, state, ws, t, events, n_ev):
             for l in range(min(k, lmax) + 1):
                 acc += C[l, j, da] * G[k - l, i]
             phi[k, slot] = acc
-    return code, n_ev, held
+        _multiplier_series(Xa, ws.S, G, pinv, slot, i, j, K, num, den, ws.gnoise)
+    group_offset, group_slot, group_weight, group_beta = _group_exits(net, samples, dependent, null, den,
+                                                                      ws.cons_offset)
+    return code, n_ev, Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band, group_offset,
+                            group_slot, group_weight, group_beta)
+
+
+@jit
+def _multiplier_series(Xa, S, G, pinv, slot, i, j, K, num, den, proj):
+    """The Taylor coefficients (orders ``0..K - 1``) of the multiplier ``s_ij = num / den`` of ``slot``: ``num =
+    -sum_k s_kj G_k <pinv, (x_k, 1)>`` over the neuron's free samples and ``den = G_i``. ``Cm = a_j num`` and
+    ``phi = a_j G_i`` as series; without the common factor the exit polynomials ``num - beta den`` have no root
+    where a trained outer weight passes through 0 (the multiplier is continuous there). ``proj`` (``n``): scratch."""
+    n, da = Xa.shape
+    for k in range(n):
+        acc = 0.0
+        if S[k, j] != 0.0:
+            for q in range(da):
+                acc += pinv[slot, q] * Xa[k, q]
+        proj[k] = S[k, j] * acc
+    for o in range(K):
+        acc = 0.0
+        for k in range(n):
+            acc -= proj[k] * G[o, k]
+        num[o, slot] = acc
+        den[o, slot] = G[o, i]
 
 
 @jit
@@ -811,22 +1112,32 @@ def _noise_bands(net, method, state, ws, held, size, t):
 def _releases_due(net, state, ws, held, h):
     """Stage 3c (hold / release): held surfaces whose multiplier sits on a bound and moves out of ``[leak, 1]``
     (:func:`_leaving_bound`), or was kept beyond it inside the noise band and leaves the band
-    (:func:`_outside_band`), are released now: ``ws.hit`` becomes exactly those, ``ws.forced`` the side each leaves
+    (:func:`_outside_band`), and those of a combination of dependent hyperplanes that does so
+    (:func:`_group_leaving`), are released now: ``ws.hit`` becomes exactly those, ``ws.forced`` the side each leaves
     to. Returns whether there is one."""
-    leak, mode, hit, forced = net.leak, state.mode, ws.hit, ws.forced
-    Cm, phi, K = held.Cm, held.phi, held.Cm.shape[0] - 1
+    leak, mode, hit, forced, C = net.leak, state.mode, ws.hit, ws.forced, ws.series.C
+    num, den, K = held.num, held.den, held.num.shape[0] - 1
     leaving = False
     for slot in range(len(held.samples)):
         if held.dependent[slot]:
             continue
         for e in range(2):
             beta = leak if e == 0 else 1.0
-            if _leaving_bound(Cm, phi, slot, beta, h, held.band[slot, e]) or \
-                    _outside_band(Cm, phi, slot, beta, held.band[slot, e]):
-                side = _exit_side(phi, slot, K - 1, 0.0, beta)
+            if _leaving_bound(num, den, slot, beta, h, held.band[slot, e]) or \
+                    _outside_band(num, den, slot, beta, held.band[slot, e]):
+                side = _exit_side(held, ws.series.C, slot, K - 1, 0.0, beta)
                 if side != 0:
                     hit[held.samples[slot], held.neurons[slot]] = True
                     forced[held.samples[slot], held.neurons[slot]] = side
+                    leaving = True
+    for c in range(len(held.group_offset) - 1):
+        if _group_leaving(held, c, K - 1, h):
+            for e in range(held.group_offset[c], held.group_offset[c + 1]):
+                r = held.group_slot[e]
+                side = _exit_side(held, C, r, K - 1, 0.0, held.group_beta[e])
+                if side != 0:
+                    hit[held.samples[r], held.neurons[r]] = True
+                    forced[held.samples[r], held.neurons[r]] = side
                     leaving = True
     if leaving:
         n, m = hit.shape
@@ -860,11 +1171,16 @@ def _locate_events(net, method, state, ws, held, h, span):
             continue
         for e in range(2):
             beta = leak if e == 0 else 1.0
-            tau = _exit_root(held.Cm, held.phi, slot, K - 1, beta, bound, max(span, bound), held.band[slot, e],
+            tau = _exit_root(held.num, held.den, slot, K - 1, beta, bound, max(span, bound), held.band[slot, e],
                              ws.work, ws.poly, ws.band)
             if tau <= bound:
                 bound = tau
                 found = True
+    tau = _group_exits_due(held, C, K - 1, bound, max(span, bound), ws.work, ws.poly, ws.band, 0.0, None,
+                           ws.forced, 0.0)
+    if tau <= bound:
+        bound = tau
+        found = True
     return bound, found
 
 
@@ -932,12 +1248,13 @@ def _classify_reached(net, method, state, ws, held, h, span, found, t, events, n
             continue
         for e in range(2):
             beta = leak if e == 0 else 1.0
-            if _exit_root(held.Cm, held.phi, slot, K - 1, beta, reach, max(span, reach), held.band[slot, e],
+            if _exit_root(held.num, held.den, slot, K - 1, beta, reach, max(span, reach), held.band[slot, e],
                           ws.work, ws.poly, ws.band) <= reach:
                 hit[i, j] = True
                 # a multiplier c / (a_j G_i) that leaves [leak, 1] with a_j G_i != 0 releases the surface;
                 # at a_j G_i = 0 (0/0) the neuron is re-classified instead
-                forced[i, j] = _exit_side(held.phi, slot, K - 1, h, beta)
+                forced[i, j] = _exit_side(held, ws.series.C, slot, K - 1, h, beta)
+    _group_exits_due(held, C, K - 1, reach, max(span, reach), ws.work, ws.poly, ws.band, reach, hit, forced, h)
     code, n_ev = _resolve(net, method, state, ws.S, hit, forced, t, events, n_ev)
     for slot in range(len(held.samples)):
         forced[held.samples[slot], held.neurons[slot]] = 0

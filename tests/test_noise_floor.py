@@ -155,7 +155,9 @@ def test_leaving_a_bound_needs_more_than_the_noise():
 
 
 def test_noise_band_of_a_slot():
-    # one neuron (a = 2) held on sample 1, active on sample 0: Cm = -a G_0 <pinv, n_0>
+    # one neuron (a = 2) held on sample 1, active on sample 0: its multiplier is num / den with
+    # num = -G_0 <pinv, n_0> and den = G_1 (a divided out); the band is that of G_0 projected plus G_1's, and the
+    # state's noise in a relative to |a| on both
     Xa = np.array([[-0.75, 1.0], [-0.5, 1.0]])
     P = np.array([[-1.0, -0.5, 2.0]])
     S = np.array([[1.0], [0.0]])
@@ -168,8 +170,12 @@ def test_noise_band_of_a_slot():
     pinv = (Xa[1] / (Xa[1] @ Xa[1]))[None]
     band = driver._slot_noise(Xa, S, P, G0, gnoise, pinv, 0, 1, 0, 1e-13, 1.0)
     proj = pinv[0] @ Xa[0]
-    expected = NOISE_BAND * (2.0 * proj * gnoise[0] + 1e-13 * proj * 1e-12 + 1e-13 * 1e-12)
+    expected = NOISE_BAND * (proj * gnoise[0] + 1e-13 / 2.0 * proj * 1e-12 + 1e-13 / 2.0 * 1e-12)
     assert band == pytest.approx(expected)
+    P[0, 2] = 0.0  # a = 0: only the residual weights' noise (here G_0's, which a = 0 leaves 0.25 of)
+    driver._residual_noise(Xa, np.zeros(2), S, P, Z, True, 2, 0.5, G0, False, 0.0, 1e-13, gnoise)
+    band = driver._slot_noise(Xa, S, P, G0, gnoise, pinv, 0, 1, 0, 1e-13, 1.0)
+    assert band == pytest.approx(NOISE_BAND * proj * 0.5 * 1e-13 * 0.25)
 
 
 def test_converged_is_rounding_of_the_outputs():

@@ -101,20 +101,71 @@ def test_no_module_keeps_a_tolerance_of_its_own():
     assert roots == []
 
 
-def test_exit_side_threshold_scales_with_the_working_precision():
-    """A held surface whose ``a_j G_i`` polynomial is ``1e-12`` of its Taylor terms at the exit: rounding in
-    float64 (below ``1e-8``: re-classify, side 0), a genuine exit at 30 digits (far above ``1e-8 eps^(1/2)``
-    rescaled). The mpmath backend once used ``1e-8`` at every precision and called it 0/0."""
+def _held_one_slot(phi, den):
+    """A kernel ``Held`` with one slot (sample 0 of neuron 0) whose ``phi`` and ``den`` series are given."""
     import numpy as np
 
-    from flowlib.mp.flow import _Integrator
+    col = lambda c: np.array(c, dtype=float).reshape(-1, 1)  # noqa: E731
+    z = np.zeros((len(phi), 1))
+    return kdriver.Held(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((1, 2)), np.zeros(1, np.bool_),
+                        np.zeros(1), z, col(phi), z, col(den), np.zeros((1, 2)), np.zeros(1, np.int64),
+                        np.empty(0, np.int64), np.empty(0), np.empty(0))
 
-    phi64 = np.zeros((3, 1))
-    phi64[:, 0] = [1e-12, 1.0, -1.0]  # value at tau = 1: 1e-12, terms of size 1
-    assert kdriver._exit_side(phi64, 0, 2, 1.0, 1.0) == 0
+
+def test_exit_side_threshold_scales_with_the_working_precision():
+    """A held surface whose ``a_j G_i`` polynomial is ``1e-12`` of its Taylor terms at the exit (``a_j = 1``
+    constant, ``G_i = 1e-12 + (tau - 1)^2``): rounding in float64 (below ``1e-8``: re-classify, side 0), a genuine
+    exit at 30 digits (far above ``1e-8 eps^(1/2)`` rescaled). The mpmath backend once used ``1e-8`` at every
+    precision and called it 0/0."""
+    import numpy as np
+
+    from flowlib.mp.flow import Held, _Integrator
+
+    G = [1.0 + 1e-12, -2.0, 1.0]  # value at tau = 1: 1e-12, terms of size 2
+    C = np.zeros((3, 1, 3))
+    C[0, 0, 2] = 1.0
+    assert kdriver._exit_side(_held_one_slot(G, G), C, 0, 2, 1.0, 1.0) == 0
+
+    class Engine:
+        K = 3
+
+    engine = Engine()
     with mp.workdps(30):
-        phi = [mpf("1e-12"), mpf(1), mpf(-1)]
-        assert _Integrator._exit_side(phi, mpf(1), 1) == 1
-        assert _Integrator._exit_side(phi, mpf(1), 0) == -1
-        phi = [mpf("1e-24"), mpf(1), mpf(-1)]  # below 1e-8 (eps / 2^-52)^(1/2), about 2e-16 at 30 digits
-        assert _Integrator._exit_side(phi, mpf(1), 1) == 0
+        engine.data = type("Data", (), {"da": 2})()
+        engine.C = [[[mpf(0), mpf(0), mpf(1)]], [[mpf(0)] * 3], [[mpf(0)] * 3]]
+        for G, sides in (([1 + mpf("1e-12"), mpf(-2), mpf(1)], (1, -1)),
+                         ([1 + mpf("1e-24"), mpf(-2), mpf(1)], (0, 0))):  # 1e-24: below 2e-16 at 30 digits
+            held = Held([], [(0, 0)], [False], [mpf(0)], [], [G], [], [G], {}, {}, [])
+            assert _Integrator._exit_side(engine, held, 0, mpf(1), 1) == sides[0]
+            assert _Integrator._exit_side(engine, held, 0, mpf(1), 0) == sides[1]
+
+
+def test_exit_side_where_the_outer_weight_vanishes_is_that_of_a_derivative():
+    """A trained outer weight passing through 0 at the exit (``a_j = 1 - tau`` at ``tau = 1``, ``G_i = 2``):
+    ``a_j G_i`` is 0 there, and the side is decided by the sign just after, that of ``a_j' G_i = -2`` (a sliding
+    surface turned repelling: left downwards at ``s = 1``, upwards at ``s = leak``), in both backends. Where
+    ``G_i`` vanishes instead (the residual at rounding, ``a_j = 1``), there is no genuine exit (0)."""
+    import numpy as np
+
+    from flowlib.mp.flow import Held, _Integrator
+
+    C = np.zeros((2, 1, 3))
+    C[:, 0, 2] = [1.0, -1.0]
+    held = _held_one_slot([2.0, -2.0], [2.0, 0.0])
+    assert kdriver._exit_side(held, C, 0, 1, 1.0, 1.0) == -1
+    assert kdriver._exit_side(held, C, 0, 1, 1.0, 0.25) == 1
+    assert kdriver._exit_side(held, C, 0, 1, 0.5, 1.0) == 1  # before the zero: the value's sign
+    C[:, 0, 2] = [1.0, 0.0]
+    assert kdriver._exit_side(_held_one_slot([1.0, -1.0], [1.0, -1.0]), C, 0, 1, 1.0, 1.0) == 0
+
+    class Engine:
+        K = 2
+
+    engine = Engine()
+    with mp.workdps(30):
+        engine.data = type("Data", (), {"da": 2})()
+        engine.C = [[[mpf(0), mpf(0), mpf(1)]], [[mpf(0), mpf(0), mpf(-1)]]]
+        held = Held([], [(0, 0)], [False], [mpf(0)], [], [[mpf(2), mpf(-2)]], [], [[mpf(2), mpf(0)]], {}, {},
+                    [])
+        assert _Integrator._exit_side(engine, held, 0, mpf(1), 1) == -1
+        assert _Integrator._exit_side(engine, held, 0, mpf(1), mpf("0.25")) == 1

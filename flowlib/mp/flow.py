@@ -100,19 +100,23 @@ class _Integrator:
         return [i for i in range(self.data.n) if self.mode[i][j] == HELD]
 
     def _constraints(self):
-        """Per neuron, ``(slot, sample, pinv row)`` of its held surfaces; slot list; dependent flags."""
+        """Per neuron, ``(slot, sample, pinv row)`` of its held surfaces; slot list; dependent flags; the null
+        vector entry of each slot (kernel ``build_constraints`` and ``null_vector``)."""
         cut = linalg.rcond()
-        per_neuron, slots, dependent = [], [], []
+        per_neuron, slots, dependent, null = [], [], [], []
         for j in range(len(self.P)):
             held = self._held_samples(j)
-            rows = linalg.pinv_rows([list(self.data.normals[i]) for i in held], cut) if held else []
+            normals = [list(self.data.normals[i]) for i in held]
+            rows = linalg.pinv_rows(normals, cut) if held else []
             entry = []
             for p, i in enumerate(held):
                 entry.append((len(slots), i, rows[p]))
                 slots.append((i, j))
-            dependent.extend(mpevents.dependent_columns([list(self.data.normals[i]) for i in held]))
+            flags = mpevents.dependent_columns(normals)
+            dependent.extend(flags)
+            null.extend(_null_vector(normals, flags, cut))
             per_neuron.append(entry)
-        return per_neuron, slots, dependent
+        return per_neuron, slots, dependent, null
 
     def snapshot(self) -> tuple:
         """What a step changes (state, time, pattern, modes, event count, re-classified surfaces), for
@@ -220,14 +224,19 @@ class _Integrator:
             return False
         return rate > 0 if beta == 1 else rate < 0
 
-    @staticmethod
-    def _exit_side(phi, tau, beta):
-        """Side a held surface leaves to when its multiplier crosses ``beta`` at ``tau`` (kernel ``_exit_side``)."""
-        value = horner(phi, tau)
-        size = max(abs(c) * tau**k for k, c in enumerate(phi))
-        if abs(value) <= tolerance("exit_side") * size:
+    def _exit_side(self, held, slot, tau, beta):
+        """Side a held surface leaves to when its multiplier crosses ``beta`` at ``tau`` (kernel ``_exit_side``):
+        the sign of ``phi = a_j G_i`` there, or where a trained ``a_j`` vanishes and ``G_i`` does not, that of
+        ``a_j' G_i``; 0 (re-classify) when ``phi`` vanishes otherwise."""
+        sign = _sign_at(held.phi[slot], tau)
+        if sign == 0:
+            j, da = held.slots[slot][1], self.data.da
+            outer = [Ck[j][da] for Ck in self.C[:self.K]]
+            if _sign_at(outer, tau) == 0:
+                sign = _sign_at(outer, tau, 1) * _sign_at(held.den[slot], tau)
+        if sign == 0:
             return 0
-        return 1 if (beta == 1) == (value > 0) else -1
+        return 1 if (beta == 1) == (sign > 0) else -1
 
     # ----- the stages of one pass of the kernel's loop (:func:`flowlib.kernels.driver.integrate_chunk`) ---------
     def step(self, t_end, max_releases):
@@ -272,11 +281,11 @@ class _Integrator:
 
     def _held_surfaces(self):
         """Stage 2a (kernel ``_held_surfaces``): the held surfaces as slots, grouped by neuron: per neuron
-        ``(slot, sample, pinv row)``, the slots ``(i, j)`` and their dependent flags. Neurons held on dependent
-        hyperplanes are re-classified first."""
-        per_neuron, slots, dependent = self._constraints()
+        ``(slot, sample, pinv row)``, the slots ``(i, j)``, their dependent flags and null vector entries. Neurons
+        held on dependent hyperplanes are re-classified first."""
+        per_neuron, slots, dependent, null = self._constraints()
         if not any(dependent):
-            return per_neuron, slots, dependent
+            return per_neuron, slots, dependent, null
         hit = set()
         for slot, dep in enumerate(dependent):
             if dep:
@@ -288,22 +297,39 @@ class _Integrator:
     def _held_series(self):
         """Stage 2 (kernel ``_held_series``): the held surfaces, the Taylor coefficients of the state (``self.C``;
         ``self.Z``, ``self.G``: those of the pre-activations and residual weights) and of each held surface's
-        multiplier ``Cm / phi``, ``phi = a_j G_i``; with each exit polynomial ``Cm - beta phi``."""
+        multiplier ``num / den`` (:meth:`_multiplier_series`) and of ``phi = a_j G_i``; with each exit polynomial
+        ``num - beta den``."""
         data, K = self.data, self.K
-        per_neuron, slots, dependent = self._held_surfaces()
+        per_neuron, slots, dependent, null = self._held_surfaces()
         series = taylor_coefficients(data, self.S, self.P, K, per_neuron, self.t if self.log_clock else None)
         self.C, self.Z, self.G = series.C, series.Z, series.G
         lmax = K - 1 if data.train_outer else 0
         C, G, da = self.C, self.G, data.da
         phi = [[mp.fsum(C[l][j][da] * G[k - l][i] for l in range(min(k, lmax) + 1)) for k in range(K)]
                for i, j in slots]
+        num, den = self._multiplier_series(per_neuron, slots)
         exits = {}
         for slot in range(len(slots)):
             if dependent[slot]:
                 continue
             for beta in (data.leak, mpf(1)):
-                exits[slot, beta] = [cm - beta * ph for cm, ph in zip(series.Cm[slot], phi[slot])]
-        return Held(per_neuron, slots, dependent, series.Cm, phi, exits, {})
+                exits[slot, beta] = [p - beta * q for p, q in zip(num[slot], den[slot])]
+        groups = self._group_exits(per_neuron, dependent, null, den)
+        return Held(per_neuron, slots, dependent, null, series.Cm, phi, num, den, exits, {}, groups)
+
+    def _multiplier_series(self, per_neuron, slots):
+        """Kernel ``_multiplier_series``: per slot, the Taylor coefficients (orders ``0..K - 1``) of the multiplier's
+        numerator ``num = -sum_k s_kj G_k <pinv, n_k>`` (over the neuron's free samples) and denominator
+        ``den = G_i``: ``s = num / den``, without the factor ``a_j`` of ``Cm`` and ``phi``."""
+        data, S, G, K = self.data, self.S, self.G, self.K
+        rows = {slot: row for entry in per_neuron for slot, _, row in entry}
+        num, den = [], []
+        for slot, (i, j) in enumerate(slots):
+            proj = [S[k][j] * mp.fdot(rows[slot], data.normals[k]) if S[k][j] != 0 else mpf(0)
+                    for k in range(data.n)]
+            num.append([-mp.fdot(proj, G[o]) for o in range(K)])
+            den.append([G[o][i] for o in range(K)])
+        return num, den
 
     def _step_size(self, t_end):
         """Stage 3a (kernel ``_step_size``): ``(h, span, final, size)``; raises ``NONFINITE`` for a non-finite
@@ -328,7 +354,7 @@ class _Integrator:
         """Stage 3b (kernel ``_noise_bands``, ``_residual_noise`` and ``_slot_noise``): ``held.band[slot, beta]``,
         the half-width of every exit polynomial's noise band; the state is uncertain by ``max(tol, eps)
         max|theta|``."""
-        if not held.exits:
+        if not held.slots:
             return
         data, P, S, G0 = self.data, self.P, self.S, self.G[0]
         da = data.da
@@ -348,7 +374,7 @@ class _Integrator:
             for slot, i, row in entry:
                 rows[slot] = row
         for slot, (i, j) in enumerate(held.slots):
-            a = P[j][da]
+            a = abs(P[j][da])
             spread, value = mpf(0), mpf(0)
             for k in range(data.n):
                 if S[k][j] == 0:
@@ -356,23 +382,30 @@ class _Integrator:
                 proj = mp.fdot(rows[slot], data.normals[k])
                 spread += abs(S[k][j] * proj) * gnoise[k]
                 value += abs(S[k][j] * proj * G0[k])
-            noise_cm = abs(a) * spread + state_noise * value
-            noise_phi = abs(a) * gnoise[i] + state_noise * abs(G0[i])
+            relative = state_noise / a if a > 0 else mpf(0)
             for beta in (data.leak, mpf(1)):
-                held.band[slot, beta] = NOISE_BAND * (noise_cm + abs(beta) * noise_phi)
+                held.band[slot, beta] = NOISE_BAND * (spread + relative * value
+                                                      + abs(beta) * (gnoise[i] + relative * abs(G0[i])))
 
     def _releases_due(self, held, h):
         """Stage 3c (kernel ``_releases_due``): the held surfaces released now, ``{(i, j): side}``: a multiplier on a
         bound moving out of ``[leak, 1]`` (:meth:`_leaving_bound`), or kept beyond it inside the noise band and
-        leaving the band (:func:`_outside_band`)."""
+        leaving the band (:func:`_outside_band`); and those of a combination of dependent hyperplanes that does so
+        (:meth:`_group_leaving`)."""
         forced = {}
         for (slot, beta), poly in held.exits.items():
             band = held.band[slot, beta]
-            if self._leaving_bound(poly, held.phi[slot], beta, h, band) or \
-                    _outside_band(poly, held.phi[slot], beta, band, self.noise):
-                side = self._exit_side(held.phi[slot], mpf(0), beta)
+            if self._leaving_bound(poly, held.den[slot], beta, h, band) or \
+                    _outside_band(poly, held.den[slot], beta, band, self.noise):
+                side = self._exit_side(held, slot, mpf(0), beta)
                 if side:
                     forced[held.slots[slot]] = side
+        for group in held.groups:
+            if self._group_leaving(held, group, h):
+                for r, _, beta in group:
+                    side = self._exit_side(held, r, mpf(0), beta)
+                    if side:
+                        forced[held.slots[r]] = side
         return forced
 
     def _release(self, hit, forced):
@@ -399,10 +432,74 @@ class _Integrator:
                 if tau is not None and tau <= bound:
                     bound, found = tau, True
         for (slot, beta), poly in held.exits.items():
-            tau = self._exit_root(poly, held.phi[slot], beta, bound, max(span, bound), held.band[slot, beta])
+            tau = self._exit_root(poly, held.den[slot], beta, bound, max(span, bound), held.band[slot, beta])
             if tau is not None and tau <= bound:
                 bound, found = tau, True
+        tau = self._group_exits_due(held, bound, max(span, bound))
+        if tau is not None and tau <= bound:
+            bound, found = tau, True
         return bound, found
+
+    def _group_exits(self, per_neuron, dependent, null, den):
+        """Kernel ``_group_exits``: the combined exit polynomials of the neurons held on dependent hyperplanes, each
+        a list of ``(slot, weight, beta)`` with ``gap = sum weight (num - beta den)[slot] >= 0`` while the neuron
+        can hold: two per parallel class (:func:`_parallel_classes`), else one per ordered pair of a
+        one-dimensional null space."""
+        data, leak = self.data, self.data.leak
+        groups = []
+        for entry in per_neuron:
+            slots = [slot for slot, _, _ in entry]
+            if not any(dependent[slot] for slot in slots):
+                continue
+            classes = _parallel_classes([data.normals[i] for _, i, _ in entry], [dependent[slot] for slot in slots])
+            if classes is not None:
+                for members in classes:
+                    for side in (0, 1):
+                        groups.append([(slots[p], rho if side == 0 else -rho,
+                                        _slot_bounds(den[slots[p]], rho > 0, leak)[side]) for p, rho in members])
+                continue
+            chain = [slot for slot in slots if null[slot] != 0]
+            for k in chain:
+                for l in chain:
+                    if k != l:
+                        groups.append([(k, 1 / null[k], _slot_bounds(den[k], null[k] > 0, leak)[0]),
+                                       (l, -1 / null[l], _slot_bounds(den[l], null[l] > 0, leak)[1])])
+        return groups
+
+    def _group_gap(self, held, group):
+        """Kernel ``_group_gap``: the combination ``group`` as an exit polynomial ``(gap, scale, band)``."""
+        gap = [mp.fsum(w * (held.num[r][o] - b * held.den[r][o]) for r, w, b in group) for o in range(self.K)]
+        scale = [mp.fsum(abs(w * held.den[r][0]) for r, w, _ in group)] + [mpf(0)] * (self.K - 1)
+        band = mp.fsum(abs(w) * max(held.band[r, self.data.leak], held.band[r, mpf(1)]) for r, w, _ in group)
+        return gap, scale, band
+
+    def _group_exit(self, held, group, bound, span):
+        """Kernel ``_group_exit``: the earliest root in ``(0, bound]`` at which the combination ``group`` becomes
+        negative, or None."""
+        gap, scale, band = self._group_gap(held, group)
+        return self._exit_root(gap, scale, mpf(0), bound, span, band)
+
+    def _group_leaving(self, held, group, h):
+        """Kernel ``_group_leaving``: the combination releases its surfaces at the step's start."""
+        gap, scale, band = self._group_gap(held, group)
+        if abs(gap[0]) <= self.noise * scale[0]:
+            return gap[1] * h < -self.stay * scale[0] and abs(gap[1]) * h > band
+        return band > 0 and -gap[0] > band
+
+    def _group_exits_due(self, held, bound, span, reach=None, hit=None, forced=None, h=None):
+        """Kernel ``_group_exits_due``: the earliest root of every combination (None if none); with ``hit``, the
+        combinations with a root within ``reach`` have their surfaces hit and forced to their exit sides at
+        ``h``."""
+        earliest = None
+        for group in held.groups:
+            tau = self._group_exit(held, group, bound, span)
+            if tau is not None and (earliest is None or tau < earliest):
+                earliest = tau
+            if hit is not None and tau is not None and tau <= reach:
+                for r, _, beta in group:
+                    hit.add(held.slots[r])
+                    forced[held.slots[r]] = self._exit_side(held, r, h, beta)
+        return earliest
 
     def _record_step(self, h):
         """Stage 5a (kernel ``_record_step``): the step's record ``(t, h, C, loss, energy)``; raises ``NONFINITE``
@@ -442,10 +539,11 @@ class _Integrator:
         if not found:
             return
         for (slot, beta), poly in held.exits.items():
-            tau = self._exit_root(poly, held.phi[slot], beta, reach, max(span, reach), held.band[slot, beta])
+            tau = self._exit_root(poly, held.den[slot], beta, reach, max(span, reach), held.band[slot, beta])
             if tau is not None and tau <= reach:
                 hit.add(held.slots[slot])
-                forced[held.slots[slot]] = self._exit_side(held.phi[slot], h, beta)
+                forced[held.slots[slot]] = self._exit_side(held, slot, h, beta)
+        self._group_exits_due(held, reach, max(span, reach), reach, hit, forced, h)
         self._resolve(hit, {key: side for key, side in forced.items() if side})
 
     def _released_backwards(self, h):
@@ -511,32 +609,111 @@ class _Integrator:
 @dataclass
 class Held:
     """The held surfaces of one step (kernel ``Held``): per neuron ``(slot, sample, pinv row)``, the slots
-    ``(i, j)``, their dependent flags, the Taylor coefficients of the multipliers' numerators ``Cm`` and of
-    ``phi = a_j G_i`` (per slot), the exit polynomials ``{(slot, beta): Cm - beta phi}`` of the independent slots,
-    and their noise bands ``{(slot, beta): half-width}`` (:meth:`_Integrator._noise_bands`)."""
+    ``(i, j)``, their dependent flags and null vector entries (kernel ``null_vector``), the Taylor coefficients (per slot) of the projection coefficients ``Cm``,
+    of ``phi = a_j G_i`` and of the multiplier's numerator ``num`` and denominator ``den = G_i``
+    (:meth:`_Integrator._multiplier_series`), the exit polynomials ``{(slot, beta): num - beta den}`` of the
+    independent slots, their noise bands ``{(slot, beta): half-width}`` (:meth:`_Integrator._noise_bands`), and the
+    combined exit polynomials of neurons on dependent hyperplanes (:meth:`_Integrator._group_exits`)."""
 
     per_neuron: list
     slots: list
     dependent: list
+    null: list
     Cm: list
     phi: list
+    num: list
+    den: list
     exits: dict
     band: dict
+    groups: list
 
 
-def _outside_band(poly, phi, beta, band, noise):
+def _null_vector(normals, flags, cut) -> list:
+    """Kernel ``null_vector``: per column, its entry of the null vector ``z`` (``z_p = 1`` at the first dependent
+    column ``p``) where the columns' null space is one-dimensional; all 0 otherwise or without dependent ones."""
+    zero = [mpf(0)] * len(normals)
+    if not any(flags):
+        return zero
+    p = flags.index(True)
+    others = [c for r, c in enumerate(normals) if r != p]
+    if any(mpevents.dependent_columns(others)):
+        return zero
+    coef = iter(linalg.lstsq(others, normals[p], cut))
+    z = []
+    for r in range(len(normals)):
+        if r == p:
+            z.append(mpf(1))
+        else:
+            c = next(coef)
+            z.append(-c if flags[r] else mpf(0))
+    return z
+
+
+def _slot_bounds(den, positive, leak):
+    """Kernel ``_slot_bounds``: ``(beta_lo, beta_hi)``, the slopes at which ``w G s`` (``w`` of sign ``positive``)
+    is smallest and largest, from the sign of ``G = den[0]``."""
+    if positive == (den[0] >= 0):
+        return leak, mpf(1)
+    return mpf(1), leak
+
+
+def _parallel_classes(normals, dependent):
+    """Kernel ``parallel_classes`` for one neuron's held normals: a list of classes ``[(position, rho), ...]``
+    (``n = rho n_rep``) when the dependence is that of parallel normals only, else None."""
+    tol = mpevents.stay_tol()
+    rep = [None] * len(normals)
+    classes = []
+    for p, normal in enumerate(normals):
+        if not dependent[p] or rep[p] is not None:
+            continue
+        norm2 = mp.fdot(normal, normal)
+        if norm2 == 0:
+            rep[p] = -2
+            continue
+        rep[p] = p
+        members = [(p, mpf(1))]
+        for r in range(p + 1, len(normals)):
+            if not dependent[r] or rep[r] is not None:
+                continue
+            other = normals[r]
+            ratio = mp.fdot(other, normal) / norm2
+            own = mp.fdot(other, other)
+            resid = mp.sqrt(mp.fsum((x - ratio * y) ** 2 for x, y in zip(other, normal)))
+            if own > 0 and resid <= tol * mp.sqrt(own):
+                rep[r] = p
+                members.append((r, ratio))
+        if len(members) == 1:
+            return None
+        classes.append(members)
+    kept = [list(normals[p]) for p in range(len(normals)) if rep[p] is None or rep[p] == p]
+    if any(mpevents.dependent_columns(kept)):
+        return None
+    return classes
+
+
+def _outside_band(poly, den, beta, band, noise):
     """The multiplier starts beyond ``beta`` by more than the noise band ``band`` (kernel ``_outside_band``); not
-    when it is on the bound to rounding (``noise`` relative to ``phi``)."""
-    return band > 0 and abs(poly[0]) > noise * abs(phi[0]) and _outward(phi, beta) * poly[0] > band
+    when it is on the bound to rounding (``noise`` relative to ``den``)."""
+    return band > 0 and abs(poly[0]) > noise * abs(den[0]) and _outward(den, beta) * poly[0] > band
 
 
-def _outward(phi, beta):
-    """Sign ``o`` with ``o (Cm - beta phi) > 0`` exactly when the multiplier is beyond ``beta`` (kernel
-    ``_outward``); 0 when ``phi`` vanishes at the step's start."""
-    if phi[0] == 0:
+def _outward(den, beta):
+    """Sign ``o`` with ``o (num - beta den) > 0`` exactly when the multiplier ``num / den`` is beyond ``beta``
+    (kernel ``_outward``); 0 when ``den`` vanishes at the step's start."""
+    if den[0] == 0:
         return 0
     up = 1 if beta == 1 else -1
-    return up if phi[0] > 0 else -up
+    return up if den[0] > 0 else -up
+
+
+def _sign_at(coefs, tau, derivative=0):
+    """Kernel ``_sign_at``: sign of the polynomial ``coefs`` (its derivative with ``derivative = 1``) at ``tau``;
+    0 where it is rounding (``exit_side`` relative to its Taylor terms there)."""
+    terms = [(k if derivative else 1) * c * tau**(k - derivative) for k, c in enumerate(coefs) if k >= derivative]
+    value = mp.fsum(terms)
+    if abs(value) > tolerance("exit_side") * max((abs(x) for x in terms), default=mpf(0)):
+        return 1 if value > 0 else -1
+    return 0
 
 
 def _beyond_band(poly, out, band, span):
