@@ -468,34 +468,227 @@ class SwitchEvents(NamedTuple):
     cycle: np.ndarray
 
 
+class SwitchWork(NamedTuple):
+    """Scratch arrays of one :func:`integrate_pwa` call, allocated once: the step's Taylor coefficients ``X``
+    (``order + 1, N``), the equivalent controls' ``S`` (``order + 1, K``) and the switching functions' ``G``
+    (``K, order + 1``); root isolation (``work``, ``poly``); the surfaces to classify at this instant
+    (``surface``), the side a release forces (``forced``) and the classification's output (``new_sigma``,
+    ``new_held``, ``kind``)."""
+
+    X: np.ndarray
+    S: np.ndarray
+    G: np.ndarray
+    work: np.ndarray
+    poly: np.ndarray
+    surface: np.ndarray
+    forced: np.ndarray
+    new_sigma: np.ndarray
+    new_held: np.ndarray
+    kind: np.ndarray
+
+
+@jit
+def _switch_work(K, n_state, order):
+    """The :class:`SwitchWork` of one call."""
+    return SwitchWork(np.zeros((order + 1, n_state)), np.zeros((order + 1, K)), np.zeros((K, order + 1)),
+                      np.empty((6, max(order + 1, STACK))), np.empty(order + 1), np.zeros(K, np.bool_),
+                      np.zeros(K, np.int64), np.empty(K), np.empty(K, np.bool_), np.empty(K, np.int64))
+
+
+@jit
+def _on_surfaces(system, state, scale, surface):
+    """Stage 1: ``surface`` marks the held surfaces, and the free ones the state sits on (to rounding), whose sign
+    disagrees with ``sigma``, or that a Zeno limit was snapped onto; returns whether a free one is among them (an
+    event now). Clears the snap marks."""
+    normals, offsets = system.normals, system.offsets
+    sigma, held, drop, snapped = state.sigma, state.held, state.drop, state.snapped
+    pending = False
+    for k in range(len(sigma)):
+        g = np.dot(normals[k], state.x) + offsets[k]
+        near = abs(g) <= _ON_SURFACE * (np.sum(np.abs(normals[k])) * scale + abs(offsets[k]))
+        wrong = (g <= 0.0) if sigma[k] > 0.0 else (g >= 0.0)
+        surface[k] = held[k] or ((near or wrong) and drop[k] == 0) or snapped[k]
+        pending = pending or (surface[k] and not held[k])
+        snapped[k] = False
+    return pending
+
+
+@jit
+def _adopt(system, state, ws, t, releasing, tie_policy, events, n_ev):
+    """Classify the surfaces ``ws.surface`` (:func:`classify`, with the sides ``ws.forced`` of releases when
+    ``releasing``) and adopt the result (:func:`_apply`). Returns ``(status, n_ev)``."""
+    sigma, held = state.sigma, state.held
+    for k in range(len(sigma)):
+        ws.new_sigma[k] = sigma[k]
+        ws.new_held[k] = held[k]
+    code = classify(system.A0, system.c0, system.A, system.c, system.normals, state.x, sigma, held, ws.surface,
+                    releasing, ws.forced, tie_policy, ws.new_sigma, ws.new_held, ws.kind)
+    if code != status.RUNNING:
+        return code, n_ev
+    ev_t, ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle = events
+    n_ev = _apply(t, ws.surface, held, sigma, ws.new_held, ws.new_sigma, ws.kind, ws.forced, state.drop, ev_t,
+                  ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle, n_ev)
+    return code, n_ev
+
+
+@jit
+def _step_series(system, state, ws, order):
+    """Stage 2: the Taylor coefficients of the state (``ws.X``), of the held surfaces' equivalent controls
+    (``ws.S``) and of every switching function (``ws.G``) in the current mode; returns the held surfaces."""
+    for r in range(len(state.x)):
+        ws.X[0, r] = state.x[r]
+    held_idx = _series(system.A0, system.c0, system.A, system.c, system.normals, state.sigma, state.held, order,
+                       ws.X, ws.S)
+    _surface_values(system.normals, system.offsets, ws.X, order, ws.G)
+    return held_idx
+
+
+@jit
+def _switch_step_size(ws, order, scale, t, t_end):
+    """Stage 3: the step of the tolerance rule (:func:`.stepping.taylor_step`), capped by
+    :func:`polynomial_step_cap` and cut at ``t_end``. Returns ``(status, h, final)``: ``NONFINITE`` for a
+    non-finite coefficient, ``NO_PROGRESS`` for a step that does not advance ``t``."""
+    X = ws.X
+    top = np.max(np.abs(X[order]))
+    below = np.max(np.abs(X[order - 1]))
+    if not (math.isfinite(top) and math.isfinite(below)):
+        return status.NONFINITE, 0.0, False
+    h = min(taylor_step(scale, below, top, order), polynomial_step_cap(X, order, scale))
+    final = h >= t_end - t
+    if final:
+        h = t_end - t
+    if not (h > 0.0) or t + h == t:
+        return status.NO_PROGRESS, h, final
+    return status.RUNNING, h, final
+
+
+@jit
+def _control_leaves(ws, a, target, order, bound):
+    """Earliest root in ``(0, bound]`` of held surface ``a``'s equivalent control minus ``target`` (``+-1``)."""
+    for p in range(order):
+        ws.poly[p] = ws.S[p, a] - (target if p == 0 else 0.0)
+    return earliest_root(ws.poly, order - 1, bound, 0, ws.work)
+
+
+@jit
+def _switch_events(state, ws, held_idx, order, h):
+    """Stage 4: the earliest root in ``(0, h]`` of every free switching function and of every held surface's
+    equivalent control minus ``+-1``. Returns ``(bound, found)``."""
+    held, drop, G = state.held, state.drop, ws.G
+    bound = h
+    found = False
+    for k in range(len(held)):
+        if held[k]:
+            continue
+        if excluded(G[k], order, bound, drop[k]):
+            continue
+        tau = earliest_root(G[k], order, bound, drop[k], ws.work)
+        if tau <= bound:
+            bound, found = tau, True
+    for a in range(len(held_idx)):
+        for target in (-1.0, 1.0):
+            tau = _control_leaves(ws, a, target, order, bound)
+            if tau <= bound:
+                bound, found = tau, True
+    return bound, found
+
+
+@jit
+def _switch_advance(system, state, ws, held_idx, order, h, steps, n_steps):
+    """Stage 5: record step ``n_steps`` and take it (the Taylor polynomial at ``h``), with the drift correction
+    onto the held surfaces. Returns whether the state is finite; if not, it goes back to the step's start."""
+    x, X = state.x, ws.X
+    n_state = len(x)
+    steps.t[n_steps] = state.clock[0]
+    steps.h[n_steps] = h
+    steps.X[n_steps] = X
+    for r in range(n_state):
+        acc = X[order, r]
+        for p in range(order - 1, -1, -1):
+            acc = acc * h + X[p, r]
+        x[r] = acc
+    if len(held_idx) > 0:
+        N = np.empty((len(held_idx), n_state))
+        off = np.empty(len(held_idx))
+        for a in range(len(held_idx)):
+            N[a] = system.normals[held_idx[a]]
+            off[a] = np.dot(N[a], x) + system.offsets[held_idx[a]]
+        x -= np.linalg.pinv(N, RCOND) @ off
+    if math.isfinite(np.max(np.abs(x))):
+        return True
+    for r in range(n_state):
+        x[r] = X[0, r]
+    return False
+
+
+@jit
+def _switch_reached(state, ws, held_idx, order, h):
+    """Stage 6: at an event, ``ws.surface`` marks the switching surfaces reached within ``SIMULTANEOUS h`` of the
+    step's end and the held ones, ``ws.forced`` the bound each equivalent control reaching ``+-1`` forces; the
+    marks of surfaces just left are cleared. Returns whether a release is forced."""
+    held, drop, surface, forced, G = state.held, state.drop, ws.surface, ws.forced, ws.G
+    reach = h * (1.0 + SIMULTANEOUS)
+    for k in range(len(held)):
+        surface[k] = held[k] or (not excluded(G[k], order, reach, drop[k])
+                                 and earliest_root(G[k], order, reach, drop[k], ws.work) <= reach)
+        drop[k] = 0
+        forced[k] = 0
+    for a in range(len(held_idx)):
+        for target in (-1.0, 1.0):
+            if _control_leaves(ws, a, target, order, reach) <= reach:
+                forced[held_idx[a]] = int(target)
+    releasing = False
+    for k in range(len(held)):
+        releasing = releasing or forced[k] != 0
+    return releasing
+
+
+@jit
+def _zeno_jump(system, state, zeno, t, t_end, first_event, events, n_ev):
+    """Stage 7: record this event instant in the Zeno detector's memory (key: the first surface logged and its
+    side) and, when the last instants accumulate (:func:`_zeno_check`) before ``t_end``, log a ``zeno`` event, jump
+    to the extrapolated limit and snap onto the surfaces it sits on (:func:`_zeno_snap`). Returns ``(t, n_ev)``."""
+    ev_t, ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle = events
+    key = 3 * ev_surface[first_event] + ev_side[first_event] + 1
+    count = _zeno_record(t, key, state.x, zeno.times, zeno.keys, zeno.states, zeno.count[0])
+    zeno.count[0] = count
+    cycle, t_acc, error, ratio, rho = _zeno_check(zeno.times, zeno.keys, zeno.states, count)
+    if not (cycle > 0 and t_acc <= t_end):
+        return t, n_ev
+    d1 = zeno.states[count - 1] - zeno.states[count - 1 - cycle]
+    state.x[:] += d1 * rho / (1.0 - rho)
+    ev_t[n_ev] = t_acc
+    ev_kind[n_ev] = EVENT_ZENO
+    ev_surface[n_ev] = ev_surface[first_event]
+    ev_side[n_ev] = 0
+    ev_mult[n_ev] = ratio
+    ev_error[n_ev] = error
+    ev_cycle[n_ev] = cycle
+    zeno.count[0] = 0
+    state.drop[:] = 0
+    _zeno_snap(system.normals, system.offsets, state.x, state.sigma, state.held, state.snapped,
+               math.sqrt(np.dot(d1, d1)))
+    return t_acc, n_ev + 1
+
+
 @jit
 def integrate_pwa(system, state, zeno, t_end, order, tie_policy, max_steps, max_events, steps, events):
     """Integrate a piecewise-affine :class:`System` from ``state.clock[0]`` to ``t_end``, at most ``max_steps``
     steps and ``max_events`` events (the sizes of this call's :class:`SwitchSteps` and :class:`SwitchEvents`;
     the events need ``max_events + 4 K + 4`` entries). ``tie_policy`` is ``TIE_STAY`` or ``TIE_LEAVE``.
 
+    One pass of the loop is the algorithm's stages, as in the network engine's driver: surfaces reached now are
+    classified (:func:`_on_surfaces`, :func:`_adopt`); the step's series (:func:`_step_series`) and size
+    (:func:`_switch_step_size`); the earliest switching or control root ends it (:func:`_switch_events`); it is
+    recorded and taken (:func:`_switch_advance`); at an event the surfaces reached are classified
+    (:func:`_switch_reached`, :func:`_adopt`) and the instant goes to the Zeno detector (:func:`_zeno_jump`).
+
     The :class:`SwitchState` and the :class:`ZenoMemory` are updated in place, so that calling again continues the
     very same trajectory. Returns ``(status, n_steps, n_events)``: ``RUNNING`` or ``MAX_EVENTS`` when this call's
     budget ended it; ``NONFINITE`` with ``x`` the last finite state.
     """
-    A0, c0, A, c, normals, offsets = system
-    x, sigma, held, clock, drop, snapped = state
-    z_times, z_keys, z_states, z_count_box = zeno
-    out_t, out_h, out_X = steps
-    ev_t, ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle = events
-    K = A.shape[0]
-    n_state = len(x)
-    X = np.zeros((order + 1, n_state))
-    S = np.zeros((order + 1, K))
-    G = np.zeros((K, order + 1))
-    work = np.empty((6, max(order + 1, STACK)))
-    poly = np.empty(order + 1)
-    surface = np.zeros(K, np.bool_)
-    forced = np.zeros(K, np.int64)
-    new_sigma = np.empty(K)
-    new_held = np.empty(K, np.bool_)
-    kind = np.empty(K, np.int64)
-    z_count = z_count_box[0]
+    x, clock = state.x, state.clock
+    ws = _switch_work(system.A.shape[0], len(x), order)
     t = clock[0]
     n_steps = 0
     n_ev = 0
@@ -505,135 +698,32 @@ def integrate_pwa(system, state, zeno, t_end, order, tie_policy, max_steps, max_
         if done:
             break
         scale = max(1e-300, np.max(np.abs(x)))
-        # surfaces the state sits on (to rounding) or whose sign disagrees: classify now
-        pending = False
-        for k in range(K):
-            g = np.dot(normals[k], x) + offsets[k]
-            near = abs(g) <= _ON_SURFACE * (np.sum(np.abs(normals[k])) * scale + abs(offsets[k]))
-            wrong = (g <= 0.0) if sigma[k] > 0.0 else (g >= 0.0)
-            surface[k] = held[k] or ((near or wrong) and drop[k] == 0) or snapped[k]
-            pending = pending or (surface[k] and not held[k])
-            snapped[k] = False
-        if pending:
-            for k in range(K):
-                new_sigma[k] = sigma[k]
-                new_held[k] = held[k]
-            code = classify(A0, c0, A, c, normals, x, sigma, held, surface, False, forced, tie_policy, new_sigma,
-                            new_held, kind)
+        if _on_surfaces(system, state, scale, ws.surface):
+            code, n_ev = _adopt(system, state, ws, t, False, tie_policy, events, n_ev)
             if code != status.RUNNING:
                 break
-            n_ev = _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind,
-                          ev_surface, ev_side, ev_mult, ev_error, ev_cycle, n_ev)
-        # Taylor step
-        for r in range(n_state):
-            X[0, r] = x[r]
-        held_idx = _series(A0, c0, A, c, normals, sigma, held, order, X, S)
-        _surface_values(normals, offsets, X, order, G)
-        top = np.max(np.abs(X[order]))
-        below = np.max(np.abs(X[order - 1]))
-        if not (math.isfinite(top) and math.isfinite(below)):
-            code = status.NONFINITE
+        held_idx = _step_series(system, state, ws, order)
+        code, h, final = _switch_step_size(ws, order, scale, t, t_end)
+        if code != status.RUNNING:
             break
-        h = min(taylor_step(scale, below, top, order), polynomial_step_cap(X, order, scale))
-        final = h >= t_end - t
-        if final:
-            h = t_end - t
-        if not (h > 0.0) or t + h == t:
-            code = status.NO_PROGRESS
-            break
-        bound = h
-        found = False
-        for k in range(K):
-            if held[k]:
-                continue
-            if excluded(G[k], order, bound, drop[k]):
-                continue
-            tau = earliest_root(G[k], order, bound, drop[k], work)
-            if tau <= bound:
-                bound, found = tau, True
-        for a in range(len(held_idx)):
-            for target in (-1.0, 1.0):
-                for p in range(order):
-                    poly[p] = S[p, a] - (target if p == 0 else 0.0)
-                tau = earliest_root(poly, order - 1, bound, 0, work)
-                if tau <= bound:
-                    bound, found = tau, True
+        bound, found = _switch_events(state, ws, held_idx, order, h)
         if found:
             h, final = bound, False
-        out_t[n_steps] = t
-        out_h[n_steps] = h
-        out_X[n_steps] = X
-        for r in range(n_state):
-            acc = X[order, r]
-            for p in range(order - 1, -1, -1):
-                acc = acc * h + X[p, r]
-            x[r] = acc
-        # drift correction onto the held surfaces
-        if len(held_idx) > 0:
-            N = np.empty((len(held_idx), n_state))
-            off = np.empty(len(held_idx))
-            for a in range(len(held_idx)):
-                N[a] = normals[held_idx[a]]
-                off[a] = np.dot(N[a], x) + offsets[held_idx[a]]
-            x -= np.linalg.pinv(N, RCOND) @ off
-        if not math.isfinite(np.max(np.abs(x))):
-            for r in range(n_state):
-                x[r] = X[0, r]
+        clock[0] = t
+        if not _switch_advance(system, state, ws, held_idx, order, h, steps, n_steps):
             code = status.NONFINITE
             break
         n_steps += 1
         t = t_end if final else t + h
         if not found:
-            for k in range(K):
-                drop[k] = 0
+            state.drop[:] = 0
             continue
-        # events at the end of the step: switching surfaces reached and equivalent controls leaving [-1, 1]
-        reach = h * (1.0 + SIMULTANEOUS)
-        for k in range(K):
-            surface[k] = held[k] or (not excluded(G[k], order, reach, drop[k])
-                                     and earliest_root(G[k], order, reach, drop[k], work) <= reach)
-            drop[k] = 0
-            forced[k] = 0
-        for a in range(len(held_idx)):
-            for target in (-1.0, 1.0):
-                for p in range(order):
-                    poly[p] = S[p, a] - (target if p == 0 else 0.0)
-                if earliest_root(poly, order - 1, reach, 0, work) <= reach:
-                    forced[held_idx[a]] = int(target)
-        for k in range(K):
-            new_sigma[k] = sigma[k]
-            new_held[k] = held[k]
-        releasing = False
-        for k in range(K):
-            releasing = releasing or forced[k] != 0
-        code = classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, tie_policy, new_sigma,
-                        new_held, kind)
+        releasing = _switch_reached(state, ws, held_idx, order, h)
+        first_event = n_ev
+        code, n_ev = _adopt(system, state, ws, t, releasing, tie_policy, events, n_ev)
         if code != status.RUNNING:
             break
-        first_event = n_ev
-        n_ev = _apply(t, surface, held, sigma, new_held, new_sigma, kind, forced, drop, ev_t, ev_kind, ev_surface,
-                      ev_side, ev_mult, ev_error, ev_cycle, n_ev)
-        # Zeno detector: one record per event instant (the first surface logged and its side)
         if n_ev > first_event:
-            key = 3 * ev_surface[first_event] + ev_side[first_event] + 1
-            z_count = _zeno_record(t, key, x, z_times, z_keys, z_states, z_count)
-            cycle, t_acc, error, ratio, rho = _zeno_check(z_times, z_keys, z_states, z_count)
-            if cycle > 0 and t_acc <= t_end:
-                d1 = z_states[z_count - 1] - z_states[z_count - 1 - cycle]
-                x += d1 * rho / (1.0 - rho)
-                t = t_acc
-                ev_t[n_ev] = t
-                ev_kind[n_ev] = EVENT_ZENO
-                ev_surface[n_ev] = ev_surface[first_event]
-                ev_side[n_ev] = 0
-                ev_mult[n_ev] = ratio
-                ev_error[n_ev] = error
-                ev_cycle[n_ev] = cycle
-                n_ev += 1
-                z_count = 0
-                for k in range(K):
-                    drop[k] = 0
-                _zeno_snap(normals, offsets, x, sigma, held, snapped, math.sqrt(np.dot(d1, d1)))
+            t, n_ev = _zeno_jump(system, state, zeno, t, t_end, first_event, events, n_ev)
     clock[0] = t
-    z_count_box[0] = z_count
     return code, n_steps, n_ev
