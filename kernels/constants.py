@@ -32,6 +32,10 @@ MAX_SURFACES = 64
 #: least-squares problems (2^r with ``tie="leave"``); beyond it a branch and bound (an ascent with ``tie="leave"``)
 #: finds a consistent configuration for any number of surfaces (kernels/events.py).
 MAX_ENUMERATED = 7
+#: The same with ``tie="leave"``, whose search compares only the 2^r vertices: 2^11 = 2048 vertices cost no more
+#: than 3^7 = 2187 decisions. Beyond it an ascent ends at a consistent vertex that is a local maximum of ``|v|``;
+#: the global one is NP-hard to find in general (docs/design.md, Several surfaces at once).
+MAX_ENUMERATED_LEAVE = 11
 #: Largest number of search nodes (least-squares problems) of the branch and bound beyond ``MAX_ENUMERATED``.
 NODE_LIMIT = 4096
 

@@ -45,7 +45,9 @@ solves one least-squares problem per decision (:func:`_solve_node`); consistency
 * ``TIE_LEAVE``: no repelling surface is held; among the ``2^r`` vertices of the repelling slopes the consistent
   one of largest ``|v|`` (steepest descent, ``dL/dt = -|v|^2``). The largest ``phi`` over the vertices is
   consistent (a convex function is maximised at a vertex, where its KKT conditions hold), so one always exists.
-  Beyond ``MAX_ENUMERATED`` repelling surfaces, and as the last resort of ``TIE_STAY``, an ascent that switches
+  All ``2^r`` vertices are compared up to ``MAX_ENUMERATED_LEAVE`` repelling surfaces (finding the largest is
+  NP-hard in general: it contains MAX-CUT).
+  Beyond, and as the last resort of ``TIE_STAY``, an ascent that switches
   the first inconsistent repelling surface to its other bound (each switch increases ``phi`` strictly, so it
   ends, at a consistent vertex: :func:`_ascent`).
 
@@ -70,8 +72,8 @@ import numpy as np
 from . import status
 from ._jit import jit
 from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,  # noqa: F401
-                        EVENT_ZENO, LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_SURFACES, NODE_LIMIT,
-                        TIE_LEAVE, TIE_STAY)
+                        EVENT_ZENO, LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_ENUMERATED_LEAVE,
+                        MAX_SURFACES, NODE_LIMIT, TIE_LEAVE, TIE_STAY)
 from .tolerances import BOX_CONVERGED, BOX_GRADIENT, BOX_MARGIN, HOLD_SLACK, RCOND, STAY as STAY_TOL  # noqa: F401
 
 # The thresholds (:mod:`.tolerances`): a normal velocity below ``STAY_TOL`` (relative) counts as zero; ``RCOND`` is
@@ -759,7 +761,7 @@ def solve_configuration(normal, v0, E, leak, size, tie_policy, side_forced, assi
             if start[p] == LCP_FREE and jump[p] > 0.0:
                 rep[q] = p
                 q += 1
-        if nr <= MAX_ENUMERATED:
+        if nr <= (MAX_ENUMERATED_LEAVE if tie_policy == TIE_LEAVE else MAX_ENUMERATED):
             found = _enumerate_configurations(normal, v0, E, leak, jump, limits, tie_policy, start, rep, assign,
                                               seen)
         else:

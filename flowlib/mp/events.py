@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from mpmath import mp, mpf
 
 from flowlib.kernels.constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,
-                                       LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_SURFACES,
-                                       NODE_LIMIT)
+                                       LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED,
+                                       MAX_ENUMERATED_LEAVE, MAX_SURFACES, NODE_LIMIT)
 from flowlib.mp import linalg
 from flowlib.mp.tolerances import tolerance
 
@@ -347,7 +347,7 @@ def solve_configuration(normals, v0, E, leak, size, tie_leave, side_forced):
                     if attempt == 1:
                         used[p] = mp.inf  # the driver's exit test decides the forced side
         rep = [p for p in range(count) if start[p] == LCP_FREE and jump[p] > 0]
-        if len(rep) <= MAX_ENUMERATED:
+        if len(rep) <= (MAX_ENUMERATED_LEAVE if tie_leave else MAX_ENUMERATED):
             found, assign = _enumerate_configurations(normals, v0, E, leak, jump, used, tie_leave, start, rep, seen)
         else:
             found = False
