@@ -1,0 +1,144 @@
+"""Event-dense flows on real data: the exact flow against GD over the same flow time, and the cost per event.
+
+Two cases, each timed in one run against its peer (never against stored timings):
+
+``B8-digits``
+    scikit-learn's digits 0 against 1 (``n = 360``, ``d = 64``, pixels / 16, labels +-1), mean exp loss, no bias,
+    outer layer trained, ``m = 50``, ``W ~ 1e-4 N(0, I)``, ``a_j = +-|w_j|``: the flow to ``t = 20`` against float64
+    GD at ``lr = 2e-3`` over the same ``t`` (``10^4`` iterations).
+``B9-wide``
+    Gaussian teacher data (``n = 500``, ``d = 20``, labels of a random ReLU teacher of 5 neurons), logistic loss,
+    ``m = 500``, balanced initialisation at scale ``1e-3``: the flow for as long as ``FLOW_SECONDS`` take it
+    against GD at ``lr = 1e-3`` over the flow time reached.
+
+The cost of an event is reported in *gradient evaluations*: the wall time per event over that of one numpy
+evaluation of the network's gradient (two matrix products, timed in the same run), the unit of the peer it
+replaces. Run ``python -m benchmarks.event_dense`` (``--quick`` for short horizons).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+import flowlib as fl
+
+#: seconds of flow the wide case is given
+FLOW_SECONDS = 60.0
+
+
+def digits_case(m: int = 50, seed: int = 0):
+    """``(problem, params)`` of B8-digits (needs scikit-learn)."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as exc:  # pragma: no cover - the bench extra installs it
+        raise ImportError("B8-digits needs scikit-learn: pip install 'flowlib[validate]'") from exc
+    digits = load_digits()
+    keep = digits.target <= 1
+    X = digits.data[keep] / 16.0
+    y = np.where(digits.target[keep] == 0, 1.0, -1.0)
+    rng = np.random.default_rng(seed)
+    W = 1e-4 * rng.standard_normal((m, X.shape[1]))
+    a = np.where(np.arange(m) % 2 == 0, 1.0, -1.0) * np.linalg.norm(W, axis=1)
+    prob = fl.Problem(X, y, loss="exp", reduction="mean", bias=False, train_outer=True)
+    return prob, fl.Params(W=W, b=None, a=a)
+
+
+def wide_case(m: int = 500, n: int = 500, d: int = 20, seed: int = 0):
+    """``(problem, params)`` of B9-wide."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    teacher = rng.standard_normal((5, d))
+    signs = np.array([1.0, 1.0, -1.0, 1.0, -1.0])
+    y = np.sign(np.maximum(X @ teacher.T, 0.0) @ signs - 0.1)
+    y[y == 0] = 1.0
+    prob = fl.Problem(X, y, loss="logistic", reduction="mean", bias=False, train_outer=True)
+    packed = fl.random_inits(prob, m, 1, scheme="balanced", scale=1e-3, seed=seed)[0]
+    return prob, fl.Params.unpacked(packed, prob.bias)
+
+
+def numpy_gradient_seconds(prob, params, repeats: int = 200) -> float:
+    """Best time of one numpy evaluation of the gradient of the (exp or logistic, mean, no bias) loss at ``params``
+    (the unit of event costs): two matrix products and the elementwise work between them."""
+    X, y = np.asarray(prob.X), np.asarray(prob.y)
+    W, a = np.asarray(params.W), np.asarray(params.a)
+    n = len(y)
+
+    def gradient():
+        Z = X @ W.T
+        f = np.maximum(Z, 0.0) @ a
+        if prob.loss == "exp":
+            G = -y * np.exp(-y * f) / n
+        else:  # logistic
+            G = -y / (1.0 + np.exp(y * f)) / n
+        S = (Z > 0.0) * G[:, None]
+        return (S * a).T @ X, np.maximum(Z, 0.0).T @ G
+
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        gradient()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure(name: str, prob, p0, t_end: float, lr: float, max_seconds: float | None = None) -> dict:
+    """Run the flow (to ``t_end``, or for ``max_seconds``) and GD over the same flow time; return the figures."""
+    options = {"dense_output": False}
+    fl.gradient_flow(prob, p0, 1e-6, dense_output=False)  # compile or load the kernels outside the timing
+    start = time.perf_counter()
+    if max_seconds is not None:
+        # a true return of the callback (called after every chunk) stops the run, status "interrupted"
+        options["callback"] = lambda progress: time.perf_counter() - start > max_seconds
+    res = fl.gradient_flow(prob, p0, t_end, **options)
+    flow_s = time.perf_counter() - start
+    reached = float(res.t_final)
+    steps = max(1, int(round(reached / lr)))
+    fl.gradient_descent(prob, p0, lr, 1)
+    start = time.perf_counter()
+    fl.gradient_descent(prob, p0, lr, steps)
+    gd_s = time.perf_counter() - start
+    unit = numpy_gradient_seconds(prob, p0)
+    events = res.n_events
+    return {"case": name, "status": str(res.status), "t": reached, "events": events, "steps": res.n_steps,
+            "flow_s": flow_s, "gd_iterations": steps, "gd_s": gd_s, "ratio": flow_s / gd_s,
+            "gradient_ms": unit * 1e3, "per_event_ms": flow_s / max(events, 1) * 1e3,
+            "gradients_per_event": flow_s / max(events, 1) / unit,
+            "gradients_per_step": flow_s / max(res.n_steps, 1) / unit}
+
+
+def run(quick: bool = False) -> list:
+    """Both cases; ``quick`` shortens the horizons (digits to t = 2, the wide case to 5 s)."""
+    digits, d0 = digits_case()
+    wide, w0 = wide_case()
+    return [measure("B8-digits", digits, d0, 2.0 if quick else 20.0, 2e-3),
+            measure("B9-wide", wide, w0, 1e6, 1e-3, 5.0 if quick else FLOW_SECONDS)]
+
+
+def table(rows: list) -> str:
+    """The rows as a Markdown table."""
+    head = ("| case | status | t reached | events | steps | flow s | GD it | GD s | flow / GD | gradient ms | "
+            "per event ms | gradients / event | gradients / step |")
+    lines = [head, "|" + "---|" * 13]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['status']} | {r['t']:.4g} | {r['events']} | {r['steps']} | "
+                     f"{r['flow_s']:.1f} | {r['gd_iterations']} | {r['gd_s']:.2f} | {r['ratio']:.1f} | "
+                     f"{r['gradient_ms']:.3f} | {r['per_event_ms']:.2f} | {r['gradients_per_event']:.1f} | "
+                     f"{r['gradients_per_step']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short horizons (a smoke run)")
+    args = parser.parse_args(argv)
+    print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+          f"numpy {np.__version__}, flowlib {fl.__version__}")
+    print(table(run(args.quick)))
+
+
+if __name__ == "__main__":
+    main()
