@@ -58,7 +58,7 @@ from ._jit import jit
 from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
                         MODE_VOID, NOISE_BAND)
 from .inclusion import inclusion_residual
-from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns
+from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .stepping import budget_spent, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
@@ -285,18 +285,13 @@ def null_vector(N, dependent, z):
     With a one-dimensional null space (an antipodal or duplicate pair of samples, three collinear ones) the splits
     of the held multipliers form a segment, ``x = x_p + mu z`` (``x_k = G_k s_k``, ``x_p`` the minimum-norm split),
     and the neuron can hold while the segment meets the box (:func:`_group_exits`)."""
-    da, q = N.shape
+    q = N.shape[1]
     for r in range(q):
         z[r] = 0.0
     p = 0
     while not dependent[p]:
         p += 1
-    others = np.empty((da, q - 1))
-    col = 0
-    for r in range(q):
-        if r != p:
-            others[:, col] = N[:, r]
-            col += 1
+    others = without_column(N, p)
     flags = np.zeros(q - 1, np.bool_)
     dependent_columns(others, flags)
     if np.any(flags):
@@ -582,6 +577,8 @@ def _group_exits(net, samples, dependent, null, den, cons_offset):
     combinations per class. Otherwise, a one-dimensional null space ``z`` (:func:`null_vector`): the splits are
     ``x^+ + mu z``, slot ``k`` allows ``mu`` in ``[L_k, U_k]``, and ``U_l - L_k`` is one combination per ordered
     pair. Larger null spaces get none (their neuron is re-classified every step, :func:`_held_surfaces`)."""
+    if not np.any(dependent):  # the common case, every step: no combination
+        return np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0)
     Xa, bias, leak = net.Xa, net.bias, net.leak
     n_slots = len(samples)
     m = len(cons_offset) - 1

@@ -475,6 +475,19 @@ def _violation(assign, s, u, jump, tol, leak):
 
 
 @jit
+def without_column(N, p):
+    """A copy of ``N`` (``da, q``) without its column ``p``: shape ``(da, q - 1)``."""
+    da, q = N.shape
+    others = np.empty((da, q - 1))
+    col = 0
+    for r in range(q):
+        if r != p:
+            others[:, col] = N[:, r]
+            col += 1
+    return others
+
+
+@jit
 def dependent_columns(N, out):
     """``out[p]``: whether column ``p`` of ``N`` lies in the span of the others (to ``STAY_TOL``, relative).
 
@@ -485,12 +498,7 @@ def dependent_columns(N, out):
         out[p] = False
         if q < 2:
             continue
-        others = np.empty((da, q - 1))
-        col = 0
-        for r in range(q):
-            if r != p:
-                others[:, col] = N[:, r]
-                col += 1
+        others = without_column(N, p)
         coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
         residual = N[:, p] - others @ coef
         out[p] = np.sqrt(np.sum(residual**2)) <= STAY_TOL * np.sqrt(np.sum(N[:, p] ** 2))
