@@ -1383,8 +1383,9 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         stalls = 0
         # the velocity this step follows (not one a release above replaced) against the Filippov set
         if clock.shape[0] > 2:
-            clock[2] = max(clock[2], inclusion_residual(net.Xa, ws.series.G[0], ws.series.C, ws.S, mode, drop,
-                                                        net.leak, net.bias, net.decay))
+            clock[2] = max(clock[2], inclusion_residual(
+                net.Xa, ws.series.G[0], ws.series.C, ws.S, mode, drop, net.leak, net.bias, net.decay,
+                (held.samples, held.dependent, held.band, ws.cons_offset)))
         # 4. events located: the earliest root of every free switching and every exit polynomial ends the step
         bound, found = _locate_events(net, method, state, ws, held, h, span)
         if found:

@@ -12,6 +12,11 @@ squares problem, :func:`.events.box_least_squares`) certifies the classification
 Neurons on no surface have a single-valued field that ``C[1]`` evaluates by construction; ``a_j'`` is single-valued
 too (``sigma(0) = 0`` whatever the slope). Both clocks work unchanged: in ``s = ln(1 + t)`` the field and ``C[1]``
 carry the same factor ``e^s`` (``G`` is the recurrence's own).
+
+A held surface whose multiplier lies beyond a bound of ``[leak, 1]`` by less than its noise band is held on purpose
+(the engine does not release on noise: near a stationary point the residual weights are as uncertain as the state,
+whose local error is the step tolerance). Its slope's box is widened by that band over ``|G_i|``, the same numbers
+the engine decided with, so the residual measures the classification and not the noise the engine allows for.
 """
 
 import math
@@ -25,10 +30,27 @@ from .tolerances import EPS64 as _EPS
 
 
 @jit
-def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on):
-    """``dist(C[1, j, :d + 1], F_j)`` for neuron ``j`` whose surfaces are the samples ``on``, less the rounding
-    of the velocity (``INCLUSION_ROUNDINGS`` epsilons of its terms' magnitudes: a neuron whose velocity is rounding,
-    such as one dead at the origin, is not measured against that rounding)."""
+def _widen(G0, held, j, on, lo, hi):
+    """``lo[k]``, ``hi[k]``: how far the slope of surface ``on[k]`` of neuron ``j`` may go below ``leak`` and above
+    1: its noise band over ``|G_i|`` for an independent held slot (``held = (samples, dependent, band,
+    cons_offset)``, the driver's), 0 otherwise."""
+    samples, dependent, band, cons_offset = held
+    for k in range(len(on)):
+        lo[k] = 0.0
+        hi[k] = 0.0
+        g = abs(G0[on[k]])
+        for slot in range(cons_offset[j], cons_offset[j + 1]):
+            if samples[slot] == on[k] and not dependent[slot] and g > 0.0:
+                lo[k] = band[slot, 0] / g
+                hi[k] = band[slot, 1] / g
+
+
+@jit
+def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on, lo, hi):
+    """``dist(C[1, j, :d + 1], F_j)`` for neuron ``j`` whose surfaces are the samples ``on`` (slope ``k`` in
+    ``[leak - lo[k], 1 + hi[k]]``), less the rounding of the velocity (``INCLUSION_ROUNDINGS`` epsilons of its
+    terms' magnitudes: a neuron whose velocity is rounding, such as one dead at the origin, is not measured against
+    that rounding)."""
     n, da = Xa.shape
     d = da - 1
     width = da if bias else d
@@ -57,6 +79,13 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on):
         v0[q] -= decay * C[0, j, q]
     for q in range(da):
         v0[q] -= C[1, j, q]
+    # a widened box as [leak, 1] by an affine change of the slope: s = leak - lo + (u - leak) r
+    for k in range(len(on)):
+        r = (1.0 - leak + lo[k] + hi[k]) / (1.0 - leak)
+        shift = leak - lo[k] - leak * r
+        for q in range(da):
+            v0[q] += E[q, k] * shift
+            E[q, k] *= r
     s = np.empty(len(on))
     box_least_squares(E, v0, leak, 1.0, s)
     total = 0.0
@@ -69,10 +98,12 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on):
 
 
 @jit
-def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay):
+def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay, held):
     """``max_j dist(C[1]_j, F_j) / |C[1]|`` at the state ``C[0]`` with residual weights ``G0`` (the absolute
     distance when ``C[1] = 0``): 0 up to rounding for a velocity in the Filippov set. With weight decay ``decay``
-    the set is shifted by ``-decay (w_j, b_j)``."""
+    the set is shifted by ``-decay (w_j, b_j)``. ``held = (samples, dependent, band, cons_offset)``: the held slots
+    grouped by neuron and their noise bands (``band[slot, 0]`` at ``leak``, ``band[slot, 1]`` at 1), which widen
+    their slopes' boxes (module doc)."""
     n = Xa.shape[0]
     m = C.shape[1]
     size = 0.0
@@ -82,6 +113,8 @@ def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay):
     size = math.sqrt(size)
     worst = 0.0
     on = np.empty(n, np.int64)
+    lo = np.empty(n)
+    hi = np.empty(n)
     for j in range(m):
         count = 0
         for i in range(n):
@@ -89,5 +122,7 @@ def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay):
                 on[count] = i
                 count += 1
         if count:
-            worst = max(worst, _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on[:count]))
+            _widen(G0, held, j, on[:count], lo, hi)
+            worst = max(worst, _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on[:count],
+                                                lo[:count], hi[:count]))
     return worst / size if size > 0.0 else worst

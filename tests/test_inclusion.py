@@ -1,5 +1,7 @@
 """The inclusion residual: the distance of the integrator's velocity to the Filippov set, at every step start."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from mpmath import mp, mpf
@@ -29,10 +31,16 @@ def _one_neuron_on_a_surface(slope):
     return Xa, G0, C, S, mode, drop, a
 
 
+def _held(band_lo=0.0, band_hi=0.0):
+    """The driver's held slots for :func:`_one_neuron_on_a_surface`: one independent slot (sample 0, neuron 0)
+    with noise bands ``band_lo`` at ``leak`` and ``band_hi`` at 1."""
+    return (np.array([0]), np.array([False]), np.array([[band_lo, band_hi]]), np.array([0, 1]))
+
+
 @pytest.mark.parametrize("slope", [0.1, 0.55, 1.0])
 def test_a_velocity_in_the_filippov_set_has_zero_residual(slope):
     Xa, G0, C, S, mode, drop, _ = _one_neuron_on_a_surface(slope)
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0) <= 4 * np.finfo(np.float64).eps
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held()) <= 4 * np.finfo(np.float64).eps
 
 
 @pytest.mark.parametrize("slope, nearest", [(2.0, 1.0), (-0.5, 0.1)])
@@ -40,7 +48,29 @@ def test_a_velocity_outside_the_set_is_measured(slope, nearest):
     Xa, G0, C, S, mode, drop, a = _one_neuron_on_a_surface(slope)
     distance = abs(slope - nearest) * abs(a * G0[0]) * np.linalg.norm(Xa[0])
     expected = distance / np.linalg.norm(C[1])
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0) == pytest.approx(expected, rel=1e-12)
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held()) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("slope, bound, side", [(1.3, 1.0, 1), (-0.2, 0.1, 0)])
+def test_a_multiplier_kept_inside_its_noise_band_is_not_counted(slope, bound, side):
+    """The engine holds a surface whose multiplier is beyond a bound by less than its noise band (a band in units
+    of ``num - beta den``, that is of ``G_i`` times the slope): the residual widens that slope's box by the band
+    over ``|G_i|``, and measures only what lies beyond it."""
+    Xa, G0, C, S, mode, drop, a = _one_neuron_on_a_surface(slope)
+    excess = abs(slope - bound)
+    bands = [0.0, 0.0]
+    bands[side] = 1.5 * excess * abs(G0[0])  # the band covers the excess
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) <= \
+        4 * np.finfo(np.float64).eps
+    bands[side] = 0.25 * excess * abs(G0[0])  # the band covers a quarter of it
+    expected = 0.75 * excess * abs(a * G0[0]) * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
+        pytest.approx(expected, rel=1e-12)
+    # a dependent slot's split is not unique: its box is never widened
+    held = _held(*bands)
+    held[1][0] = True
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, held) == pytest.approx(
+        expected / 0.75, rel=1e-12)
 
 
 def test_runs_that_cross_slide_and_stick_certify_themselves(tmp_path):
@@ -79,6 +109,19 @@ def test_the_mpmath_residual_measures_the_distance_at_working_precision(slope, n
         expected = distance / mp.sqrt(mp.fsum(x * x for row in C[1] for x in row))
         got = mp_inclusion_residual(data, G, C, S, mode, drop)
         assert abs(got - expected) <= mpf(10) ** -35
+
+
+def test_the_mpmath_residual_widens_a_held_slot_by_its_band():
+    """The mpmath mirror of the widened box: slope 1.3 on a surface held with a band of a quarter of the excess
+    at 1 leaves three quarters of the distance."""
+    with mp.workdps(40):
+        data, G, C, S, mode, drop, a = _mp_case(mpf("1.3"))
+        excess = mpf("0.3")
+        band = {(0, data.leak): mpf(0), (0, mpf(1)): excess * abs(G[0]) / 4}
+        held = SimpleNamespace(slots=[(0, 0)], dependent=[False], band=band)
+        norm = mp.sqrt(mp.fsum(x * x for x in data.normals[0]))
+        expected = 3 * excess / 4 * abs(a * G[0]) * norm / mp.sqrt(mp.fsum(x * x for row in C[1] for x in row))
+        assert abs(mp_inclusion_residual(data, G, C, S, mode, drop, held) - expected) <= mpf(10) ** -35
 
 
 @pytest.mark.parametrize("tie", ["stay", "leave"])

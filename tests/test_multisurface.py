@@ -359,6 +359,46 @@ def test_degenerate_problems_never_fail(case):
     assert res.inclusion_residual <= 1e-10
 
 
+def test_a_converged_flow_holding_a_surface_within_its_noise_band_certifies_itself():
+    """Found by the stress test: square loss, two samples in R^6, three neurons started on both hyperplanes. By
+    t = 3.9 the residuals are at the step tolerance's floor (a stiff mode that each step's truncation renews), the
+    held surface's multiplier ``num / G_0`` is noise over noise and sits beyond 1 inside its noise band: the engine
+    holds it, and the inclusion residual (0.135 before the box was widened by the band) must not count it."""
+    X = np.array([[0.7079080519287321, -1.2978863986463782, -1.351859662103759, -0.06429817593459394,
+                   0.08585991788977837, -0.5825939205970604],
+                  [-1.1146307400594424, 0.23815803494308696, -0.48603928141006014, 1.80636426973369,
+                   -0.5342196447004126, -1.988154558011744]])
+    W = np.array([
+        [2.1271150051629557e-03, -9.5079316092932067e-04, -8.1204335760622819e-04, 3.5756739195912546e-04,
+         2.7835640571756214e-04, 7.7834540613891216e-04],
+        [7.2519143572204506e-04, -1.7597158894137666e-03, 1.9426060235300851e-04, 1.7892286147654335e-04,
+         4.0761784036617079e-04, 3.6990424926553054e-05],
+        [-1.0151342106030168e-03, -7.0718105824801457e-04, 3.5647704043275840e-05, -1.5486962527574608e-03,
+         1.5620370776898414e-03, 7.6710586179189709e-04],
+        [6.9244923700369915e-04, 1.0127091249334504e-03, -8.1191417958405700e-04, -4.8295997996930875e-04,
+         1.1718283439840565e-04, -1.0706984152526924e-03],
+        [-1.4746687156348887e-04, -9.0046227110272522e-05, 4.0893298474409397e-04, -7.6402946246813415e-04,
+         2.9058277688265180e-04, -8.0033122264261966e-04],
+        [-2.4017931943216437e-04, 2.3538660042613508e-04, -7.4283982367899634e-04, -2.7739107434691791e-03,
+         -8.6599220207252831e-04, 1.6445909454522536e-03],
+        [1.1635630617655370e-03, 8.7396306176682750e-04, -2.5847375333076024e-04, 8.8429804586310059e-04,
+         8.4110200939355097e-04, 9.2979563674463312e-05],
+        [1.7075927652335690e-03, 4.1105133787185100e-05, 1.0503823384145055e-03, 2.6430197012824877e-04,
+         -1.1677857742164797e-03, -6.5527763161796898e-04]])
+    b = np.array([0.05498056344385543, 0.24119208679701937, 0.32922516185741413, 0.09090688073319503, 0.0,
+                  -0.04417006657669744, 0.0, 0.0])
+    a = np.array([-0.30623036963008254, 1.5000901899518926, 0.7480068788101213, 1.4059706550116087,
+                  -0.1760807379678058, -0.7015898146645919, -2.1363116221752625, 0.43466428615877006])
+    prob = fl.Problem(X, [0.3704665336164122, 0.8116983680411908], loss="square", reduction="mean", bias=True,
+                      train_outer=False)
+    res = fl.gradient_flow(prob, fl.Params(W=W, b=b, a=a), 5.0)
+    assert res.status == "success", res.message
+    assert any(e.kind == "slide_start" for e in res.events)
+    assert res.loss[-1] <= 1e-25  # from 3.3e-2: converged to the tolerance's floor
+    assert res.energy_residual <= 1e-10
+    assert res.inclusion_residual <= 1e-10
+
+
 def antipodal_problem():
     """Antipodal and duplicate samples without bias: every neuron's hyperplane through one sample is the
     hyperplane of two, so each event puts a neuron on two surfaces at once."""

@@ -267,7 +267,8 @@ class _Integrator:
                 self._release(released, forced)
                 continue
             # the velocity this step follows against the Filippov set (kept by the driver once the step is taken)
-            self.step_inclusion = inclusion_residual(self.data, self.G[0], self.C, self.S, self.mode, self.drop)
+            self.step_inclusion = inclusion_residual(self.data, self.G[0], self.C, self.S, self.mode, self.drop,
+                                                     held)
             # 4. events located: the earliest root of every free switching and every exit polynomial ends the step
             bound, found = self._locate_events(held, h, span)
             if found:

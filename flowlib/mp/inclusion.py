@@ -2,8 +2,8 @@
 
 The computation of :mod:`flowlib.kernels.inclusion` (read its module docstring): per neuron on surfaces (held, or
 just crossed or released), the distance of ``C[1]_j`` to ``{v0_j + sum_k s_k e_k : s in [leak, 1]^k}``, a small
-box-constrained least-squares problem; the largest over the neurons, relative to ``|C[1]|``. Call inside
-``mp.workdps(...)``.
+box-constrained least-squares problem; the largest over the neurons, relative to ``|C[1]|``; an independent held
+slot's box widened by its noise band over ``|G_i|``. Call inside ``mp.workdps(...)``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from flowlib.kernels.constants import DROP_NONE, INCLUSION_ROUNDINGS, MODE_HELD,
 from flowlib.mp import linalg
 
 
-def _neuron_distance(data, G0, C, S, j, on) -> mpf:
-    """``dist(C[1][j][:d + 1], F_j)`` for neuron ``j`` on the surfaces of the samples ``on``, less the rounding of
-    the velocity (see the kernel's)."""
+def _neuron_distance(data, G0, C, S, j, on, widen) -> mpf:
+    """``dist(C[1][j][:d + 1], F_j)`` for neuron ``j`` on the surfaces of the samples ``on`` (slope of sample
+    ``i`` in ``[leak - lo, 1 + hi]`` with ``(lo, hi) = widen.get(i, (0, 0))``), less the rounding of the velocity
+    (see the kernel's)."""
     da = data.da
     a = C[0][j][da]
     E = [[-a * G0[i] * x for x in data.normals[i]] for i in on]
@@ -31,11 +32,18 @@ def _neuron_distance(data, G0, C, S, j, on) -> mpf:
         if i not in members and S[i][j] != 0:
             coef = -a * S[i][j] * G0[i]
             v0 = [v + coef * x for v, x in zip(v0, data.normals[i])]
-    s = linalg.box_least_squares(E, v0, data.leak, mpf(1))
+    leak = data.leak
+    for k, i in enumerate(on):  # the widened box as [leak, 1]: s = leak - lo + (u - leak) r (the kernel's)
+        lo, hi = widen.get(i, (mpf(0), mpf(0)))
+        r = (1 - leak + lo + hi) / (1 - leak)
+        shift = leak - lo - leak * r
+        v0 = [v + e * shift for v, e in zip(v0, E[k])]
+        E[k] = [e * r for e in E[k]]
+    s = linalg.box_least_squares(E, v0, leak, mpf(1))
     return max(mpf(0), linalg.norm(linalg.combine(v0, E, s)) - INCLUSION_ROUNDINGS * mp.eps * gross)
 
 
-def inclusion_residual(data, G0, C, S, mode, drop) -> mpf:
+def inclusion_residual(data, G0, C, S, mode, drop, held=None) -> mpf:
     """``max_j dist(C[1]_j, F_j) / |C[1]|`` (the absolute distance when ``C[1] = 0``).
 
     Parameters
@@ -49,12 +57,20 @@ def inclusion_residual(data, G0, C, S, mode, drop) -> mpf:
         Slopes of the cells (0 on held and void surfaces).
     mode, drop : list of list of int
         The surfaces' modes and drop flags (``flowlib.kernels.constants``).
+    held : flowlib.mp.flow.Held, optional
+        The step's held surfaces and their noise bands, which widen the boxes of independent slots.
     """
     size = mp.sqrt(mp.fsum(x * x for row in C[1] for x in row))
+    widening = {}
+    if held is not None:
+        for slot, (i, j) in enumerate(held.slots):
+            if not held.dependent[slot] and G0[i] != 0 and (slot, data.leak) in held.band:
+                widening.setdefault(j, {})[i] = (held.band[slot, data.leak] / abs(G0[i]),
+                                                 held.band[slot, mpf(1)] / abs(G0[i]))
     worst = mpf(0)
     for j in range(len(C[0])):
         on = [i for i in range(data.n) if mode[i][j] == MODE_HELD or (
             mode[i][j] != MODE_VOID and drop[i][j] != DROP_NONE)]
         if on:
-            worst = max(worst, _neuron_distance(data, G0, C, S, j, on))
+            worst = max(worst, _neuron_distance(data, G0, C, S, j, on, widening.get(j, {})))
     return worst / size if size > 0 else worst
