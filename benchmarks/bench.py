@@ -21,7 +21,13 @@ B6-e1     GD at lr 1e-1 ... 1e-5, float64 and mpmath (30 digits), against the fl
 B6-os     tiny-step GD reaching 1e-6 at t = 100 (os_logistic)                           mpmath oracle
 B7-osc    nosnoc's oscillator (switching on a circle), t = pi/2                          closed form
 B7-relay  relay feedback system (Piiroinen & Kuznetsov eq. 32), t = 10                   mpmath, event by event
+B8-digits digits 0 vs 1, m = 50, exp loss, t = 20 (quick 2): the flow against GD at lr 2e-3 GD over the same t
+B9-wide   Gaussian teacher, m = n = 500, d = 20, logistic: 60 s (quick 5 s) of flow vs GD   GD over the same t
 ========  ==============================================================================  ====================
+
+B8 and B9 are event-dense (:mod:`benchmarks.event_dense`): one timed run each, the flow against float64 GD over the
+flow time reached, with the cost per event in numpy gradient evaluations; they get a table of their own after the
+others' and a list ``event_dense`` in ``bench.json``.
 
 Every method runs on every case it applies to: flowlib (``gradient_flow``, or ``PiecewiseAffine`` for B3/B7),
 SciPy DOP853 with event restarts and with the naive RHS, heyoka.py naive and with masks + terminal events (when
@@ -61,6 +67,7 @@ import numpy as np
 
 import flowlib as fl
 from flowlib import examples
+from benchmarks import event_dense
 from benchmarks.peers import gd_peer, heyoka_peer, scipy_peer, stored
 from tests.oracles import exact
 
@@ -981,15 +988,18 @@ def _machine() -> dict:
             "node": platform.node()}
 
 
-def write_json(path: Path, rows, cases, cfg: Settings, compile_info: dict, argv, wall: float) -> None:
-    """``bench.json``: machine, versions, settings, compile times, every row and the acceptance summary."""
+def write_json(path: Path, rows, cases, cfg: Settings, compile_info: dict, argv, wall: float,
+               dense_rows: list | None = None) -> None:
+    """``bench.json``: machine, versions, settings, compile times, every row and the acceptance summary, and the
+    event-dense rows (:func:`benchmarks.event_dense.measure`)."""
     payload = {"command": "python -m benchmarks " + " ".join(argv), "machine": _machine(),
                "versions": _versions(), "settings": asdict(cfg), "compile": compile_info,
                "cases": [{"id": c.id, "bench": c.bench, "title": c.title, "t_end": c.t_end} for c in cases],
                "rows": [asdict(r) for r in rows], "acceptance": acceptance(rows), "wall_s": wall,
                "labels": {"OK": "reached t_end, relative state error <= 1e-3",
                           "SILENT-WRONG": "reached t_end, larger error", "STALL": "budget used up before t_end",
-                          "LIVELOCK": ">= 100 consecutive events at one instant", "ABORT": "solver error"}}
+                          "LIVELOCK": ">= 100 consecutive events at one instant", "ABORT": "solver error"},
+               "event_dense": dense_rows or []}
     path.write_text(json.dumps(payload, indent=1, default=_json_default))
 
 
@@ -1084,19 +1094,29 @@ def main(argv: list[str] | None = None) -> int:
     cfg = settings(args.quick, heyoka=False if args.no_heyoka else None)
     wanted = [c.strip() for c in args.cases.split(",")] if args.cases else None
     cases = select_cases(args.quick, wanted)
+    dense_cases = event_dense.select(wanted)
     compile_info = {"flowlib_warmup_s": fl.warmup(), "heyoka_first_build_s": warm_heyoka() if cfg.heyoka else None}
-    print(f"flowlib bench ({'quick' if cfg.quick else 'full'}): {len(cases)} cases; budgets {cfg.max_nfev:.0e} RHS "
+    print(f"flowlib bench ({'quick' if cfg.quick else 'full'}): {len(cases) + len(dense_cases)} cases; budgets {cfg.max_nfev:.0e} RHS "
           f"evaluations or {cfg.max_seconds:g} s per run; flowlib warm-up {compile_info['flowlib_warmup_s']:.2f} s"
           + ("" if cfg.heyoka else "; heyoka peers skipped (" + heyoka_peer.INSTALL_HINT + ")"))
     print(HEADER)
     rows = run_cases(cases, cfg, log=lambda line: print(line, flush=True))
+    dense_rows, dense_table = [], ""
+    if dense_cases:
+        print("\nevent-dense: the flow against float64 GD over the same flow time (benchmarks/event_dense.py)")
+        print("\n".join(event_dense.table([]).splitlines()[:2]))
+        dense_rows = event_dense.run(cfg.quick, dense_cases, log=lambda line: print(line, flush=True))
+        dense_table = "\n\n" + event_dense.table(dense_rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     wall = time.perf_counter() - started
-    write_json(out / "bench.json", rows, cases, cfg, compile_info, argv, wall)
-    (out / "bench.txt").write_text(table(rows) + "\n")
-    plot(out / "bench.png", rows)
-    print(f"\nwrote {out / 'bench.json'}, {out / 'bench.txt'} and {out / 'bench.png'} ({wall:.0f} s)")
+    write_json(out / "bench.json", rows, cases, cfg, compile_info, argv, wall, dense_rows)
+    (out / "bench.txt").write_text(table(rows) + dense_table + "\n")
+    written = [out / "bench.json", out / "bench.txt"]
+    if rows:  # the figure shows the peer comparisons (none when only B8/B9 ran)
+        plot(out / "bench.png", rows)
+        written.append(out / "bench.png")
+    print(f"\nwrote {', '.join(str(p) for p in written)} ({wall:.0f} s)")
     return 0
 
 

@@ -13,7 +13,8 @@ Two cases, each timed in one run against its peer (never against stored timings)
 
 The cost of an event is reported in *gradient evaluations*: the wall time per event over that of one numpy
 evaluation of the network's gradient (two matrix products, timed in the same run), the unit of the peer it
-replaces. Run ``python -m benchmarks.event_dense`` (``--quick`` for short horizons).
+replaces. Run ``python -m benchmarks.event_dense`` (``--quick`` for short horizons), or ``flowlib bench`` (``python -m
+benchmarks``), which runs both after its table (``--cases B8,B9`` for these alone).
 """
 
 from __future__ import annotations
@@ -110,12 +111,32 @@ def measure(name: str, prob, p0, t_end: float, lr: float, max_seconds: float | N
             "gradients_per_step": flow_s / max(res.n_steps, 1) / unit}
 
 
-def run(quick: bool = False) -> list:
-    """Both cases; ``quick`` shortens the horizons (digits to t = 2, the wide case to 5 s)."""
-    digits, d0 = digits_case()
-    wide, w0 = wide_case()
-    return [measure("B8-digits", digits, d0, 2.0 if quick else 20.0, 2e-3),
-            measure("B9-wide", wide, w0, 1e6, 1e-3, 5.0 if quick else FLOW_SECONDS)]
+#: the cases, as ``flowlib bench --cases`` names them
+CASES = ("B8-digits", "B9-wide")
+
+
+def select(wanted: list[str] | None) -> list[str]:
+    """The cases whose id starts with one of ``wanted`` (case-insensitive; all when ``None``), as
+    :func:`benchmarks.bench.select_cases` selects its own."""
+    if not wanted:
+        return list(CASES)
+    return [case for case in CASES if any(case.lower().startswith(w.lower()) for w in wanted)]
+
+
+def run(quick: bool = False, cases: list[str] | None = None, log=None) -> list:
+    """The cases ``cases`` (both by default); ``quick`` shortens the horizons (digits to t = 2, the wide case to
+    5 s). ``log`` receives each finished row's line of :func:`table`."""
+    rows = []
+    for case in CASES if cases is None else cases:
+        if case == "B8-digits":
+            digits, d0 = digits_case()
+            rows.append(measure(case, digits, d0, 2.0 if quick else 20.0, 2e-3))
+        else:
+            wide, w0 = wide_case()
+            rows.append(measure(case, wide, w0, 1e6, 1e-3, 5.0 if quick else FLOW_SECONDS))
+        if log is not None:
+            log(table(rows[-1:]).splitlines()[-1])
+    return rows
 
 
 def table(rows: list) -> str:

@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "default: the configuration's output.save, else compact")
     run.set_defaults(run=_run)
     sub.add_parser("bench", add_help=False, help="flowlib against SciPy, heyoka.py and tiny-step GD (benchmarks "
-                                                 "B0-B7): table, bench.json, bench.png; from a checkout of the "
+                                                 "B0-B9): table, bench.json, bench.png; from a checkout of the "
                                                  "repository (flowlib bench --help)")
     sub.add_parser("validate", add_help=False, help="check the source papers' claims; writes report.md, "
                                                     "report.json and plots (flowlib validate --help)")

@@ -55,12 +55,13 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
+from .constants import (CONVERGED_ROUNDINGS, LOWEST_ORDER, ORDER_MARGIN, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
                         MODE_VOID, NOISE_BAND)
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
-from .stepping import budget_spent, taylor_step
+from .bundles import Method
+from .stepping import budget_spent, order_needed, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
     SIMULTANEOUS, STAY as STAY_TOL
 from .series import LOSS_SQUARE, SeriesWork, horner_state, log_loss_from_outputs, loss_from_outputs, max_abs, \
@@ -1065,7 +1066,8 @@ def _multiplier_series(Xa, S, G, pinv, slot, i, j, K, num, den, proj):
 
 @jit
 def _step_size(method, ws, t, t_end):
-    """Stage 3a: the step ``h`` of the tolerance rule (:func:`.stepping.taylor_step`), cut at ``t_end``. Returns
+    """Stage 3a: the step ``h`` of the tolerance rule at the step's order (:func:`.stepping.taylor_step`), cut at
+    ``t_end``. Returns
     ``(status, h, span, final, size)``: ``span`` is the interval on which the step's polynomials are accurate (exit
     decisions look that far), ``final`` whether the step ends at ``t_end``, ``size`` the state's ``max|theta|``;
     ``NONFINITE`` for a non-finite coefficient, ``NO_PROGRESS`` for a step that does not advance ``t``."""
@@ -1075,7 +1077,7 @@ def _step_size(method, ws, t, t_end):
     size = max_abs(C[0])
     if not (math.isfinite(top) and math.isfinite(below)):
         return status.NONFINITE, 0.0, 0.0, False, size
-    h = taylor_step(size if size > 0.0 else 1.0, below, top, K)
+    h = taylor_step(size if size > 0.0 else 1.0, below, top, K, method.tol)
     remaining = t_end - t
     span = h if math.isfinite(h) else remaining
     final = h >= remaining
@@ -1191,8 +1193,9 @@ def _record_step(net, method, ws, t, h, n_steps, steps):
     steps.h[n_steps] = h
     if steps.C.shape[1] == 1:
         steps.C[n_steps, 0] = C[0]
-    else:
-        steps.C[n_steps] = C
+    else:  # the orders above the step's are 0 (dense output evaluates every step at the chunk's order)
+        steps.C[n_steps, :K + 1] = C[:K + 1]
+        steps.C[n_steps, K + 1:] = 0.0
     if method.log_clock:
         steps.loss[n_steps] = log_loss_from_outputs(F[0], net.y, net.loss_kind, net.c)
         steps.energy[n_steps] = velocity_energy_log(C, K, h, t, method.gl_nodes, method.gl_weights)
@@ -1267,6 +1270,26 @@ def _coasting(net, state, ws):
 
 
 @jit
+def _at_order(method, K):
+    """``method`` with the Taylor order ``K`` of one step (:func:`_next_order`)."""
+    return Method(K, method.tol, method.caratheodory, method.selection, method.tie_policy, method.log_clock,
+                  method.gl_nodes, method.gl_weights)
+
+
+@jit
+def _next_order(C, K, top, h, size, tol, found):
+    """The order controller: the Taylor order of the next step. After a step an event ended, the order that step
+    needed (:func:`.stepping.order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``: where events are
+    dense the next one is likely as close, and over such a step a low order is exact to the tolerance (the
+    step-size rule keeps it so, :func:`.stepping.taylor_step`). After any other step, the tolerance's order ``top``
+    (its full step)."""
+    if not found:
+        return top
+    low = min(top, LOWEST_ORDER)
+    return min(top, max(low, order_needed(C, K, h, size if size > 0.0 else 1.0, tol, low) + ORDER_MARGIN))
+
+
+@jit
 def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, events):
     """Integrate from ``state.clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
 
@@ -1283,7 +1306,8 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
        starts again;
     4. the earliest root of every switching and exit polynomial ends the step (:func:`_locate_events`);
     5. the step is recorded (:func:`_record_step`) and taken (:func:`_advance`), and the surfaces reached at its
-       end are classified (:func:`_classify_reached`).
+       end are classified (:func:`_classify_reached`); the order controller picks the next step's Taylor order
+       (:func:`_next_order`: low after a step an event ended, the tolerance's otherwise).
 
     Parameters
     ----------
@@ -1328,7 +1352,8 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     """
     P, active, mode, drop, clock = state
     n, m = active.shape
-    K = method.order
+    top = method.order
+    K = top
     ws = _workspace(net, method, state)
     slopes_from_state(active, mode, net.leak, ws.S)
     t = clock[0]
@@ -1355,15 +1380,16 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             t = t_end
             code = status.SUCCESS
             break
-        # 2. Taylor coefficients, held surfaces and their multipliers
-        code, n_ev, held = _held_series(net, method, state, ws, t, events, n_ev)
+        # 2. Taylor coefficients (to the step's order), held surfaces and their multipliers
+        step = _at_order(method, K)
+        code, n_ev, held = _held_series(net, step, state, ws, t, events, n_ev)
         if code != status.RUNNING:
             break
         # 3. step size, noise bands, hold / release
-        code, h, span, final, size = _step_size(method, ws, t, t_end)
+        code, h, span, final, size = _step_size(step, ws, t, t_end)
         if code != status.RUNNING:
             break
-        _noise_bands(net, method, state, ws, held, size, t)
+        _noise_bands(net, step, state, ws, held, size, t)
         released = _releases_due(net, state, ws, held, h)
         if not released:
             ws.hit[:, :] = False
@@ -1387,12 +1413,12 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
                 net.Xa, ws.series.G[0], ws.series.C, ws.S, mode, drop, net.leak, net.bias, net.decay,
                 (held.samples, held.dependent, held.band, ws.cons_offset)))
         # 4. events located: the earliest root of every free switching and every exit polynomial ends the step
-        bound, found = _locate_events(net, method, state, ws, held, h, span)
+        bound, found = _locate_events(net, step, state, ws, held, h, span)
         if found:
             h = bound
             final = False
         # 5. record, advance (with drift correction), classify the surfaces reached at the step's end
-        if not _record_step(net, method, ws, t, h, n_steps, steps):
+        if not _record_step(net, step, ws, t, h, n_steps, steps):
             code = status.NONFINITE
             break
         if not _advance(net, state, ws, held, h, K):
@@ -1400,9 +1426,10 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             break
         n_steps += 1
         t = t_end if final else t + h
-        code, n_ev = _classify_reached(net, method, state, ws, held, h, span, found, t, events, n_ev)
+        code, n_ev = _classify_reached(net, step, state, ws, held, h, span, found, t, events, n_ev)
         if code != status.RUNNING:
             break
+        K = _next_order(ws.series.C, K, top, h, size, method.tol, found)
     clock[0] = t
     steps.t[n_steps] = t
     steps.C[n_steps, 0] = P

@@ -52,6 +52,29 @@ def test_png_written(quick_run):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+def test_event_dense_cases_run_in_flowlib_bench(tmp_path, monkeypatch):
+    """``--cases B8,B9`` runs only the event-dense cases (here on small stand-ins of the two problems): their table
+    and ``bench.json``'s ``event_dense`` rows, no peer table and no figure."""
+    from benchmarks import event_dense
+
+    assert event_dense.select(None) == ["B8-digits", "B9-wide"]
+    assert event_dense.select(["b8"]) == ["B8-digits"] and event_dense.select(["B1"]) == []
+    assert bench.select_cases(True, ["B8", "B9"]) == []
+    digits, wide, measure = event_dense.digits_case, event_dense.wide_case, event_dense.measure
+    monkeypatch.setattr(event_dense, "digits_case", lambda: digits(m=4))
+    monkeypatch.setattr(event_dense, "wide_case", lambda: wide(m=10, n=30, d=4))
+    monkeypatch.setattr(event_dense, "measure", lambda name, prob, p0, t_end, lr, max_seconds=None: measure(
+        name, prob, p0, min(t_end, 0.05), lr, None if max_seconds is None else 0.3))
+    assert bench.main(["--quick", "--out", str(tmp_path), "--cases", "B8,B9"]) == 0
+    payload = json.loads((tmp_path / "bench.json").read_text())
+    assert payload["rows"] == [] and not (tmp_path / "bench.png").exists()
+    rows = payload["event_dense"]
+    assert [r["case"] for r in rows] == ["B8-digits", "B9-wide"]
+    assert rows[0]["t"] == 0.05 and rows[0]["gd_iterations"] == 25 and rows[0]["status"] == "success"
+    assert all(r["steps"] > 0 and r["ratio"] > 0 for r in rows)
+    assert "| B8-digits |" in (tmp_path / "bench.txt").read_text()
+
+
 def test_case_selection_and_labels():
     assert [c.id for c in bench.select_cases(True, ["B4"])] == ["B4-e4-m5", "B4-e4-m50"]
     assert [c.id for c in bench.select_cases(False, ["B4"])] == ["B4-e4-m5", "B4-e4-m50", "B4-e4-m200"]

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from mpmath import mp, mpf
 
 from flowlib.kernels import status as kstatus
-from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, NOISE_BAND
+from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, LOWEST_ORDER, NOISE_BAND, \
+    ORDER_MARGIN
 from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
@@ -67,6 +68,7 @@ class _Integrator:
         self.data = data
         self.log_clock = log_clock
         self.P = P
+        self.top = order  # the tolerance's Taylor order; self.K is the step's (:meth:`_next_order`)
         self.K = order
         self.tol = tol
         self.caratheodory = caratheodory
@@ -122,11 +124,12 @@ class _Integrator:
         """What a step changes (state, time, pattern, modes, event count, re-classified surfaces), for
         :meth:`restore`."""
         return ([list(row) for row in self.P], self.t, [list(row) for row in self.active],
-                [list(row) for row in self.mode], [list(row) for row in self.drop], len(self.events), set(self.reheld))
+                [list(row) for row in self.mode], [list(row) for row in self.drop], len(self.events), set(self.reheld),
+                self.K)
 
     def restore(self, saved: tuple) -> None:
         """Undo an unfinished step (Ctrl-C inside it): back to the :meth:`snapshot` taken before it."""
-        P, self.t, self.active, self.mode, self.drop, n_events, self.reheld = saved
+        P, self.t, self.active, self.mode, self.drop, n_events, self.reheld, self.K = saved
         self.P = P
         del self.events[n_events:]
 
@@ -278,7 +281,16 @@ class _Integrator:
             self._advance(held, h)
             self.t = t_end if final else self.t + h
             self._classify_reached(held, h, span, found)
+            self.K = self._next_order(h, size, found)
             return record
+
+    def _next_order(self, h, size, found):
+        """The order controller (kernel ``_next_order``): after a step an event ended, the order it needed
+        (:func:`_order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``; the tolerance's otherwise."""
+        if not found:
+            return self.top
+        low = min(self.top, LOWEST_ORDER)
+        return min(self.top, max(low, _order_needed(self.C, self.K, h, size, self.tol, low) + ORDER_MARGIN))
 
     def _held_surfaces(self):
         """Stage 2a (kernel ``_held_surfaces``): the held surfaces as slots, grouped by neuron: per neuron
@@ -341,7 +353,7 @@ class _Integrator:
         if not (mp.isfinite(top) and mp.isfinite(below)):
             raise _Stop(kstatus.NONFINITE)
         size = max(abs(x) for row in C[0] for x in row) or mpf(1)
-        h = _taylor_step(size, below, top, K)
+        h = _taylor_step(size, below, top, K, self.tol)
         remaining = t_end - self.t
         span = h if mp.isfinite(h) else remaining  # the interval on which the step's polynomials are accurate
         final = h >= remaining
@@ -506,6 +518,9 @@ class _Integrator:
         """Stage 5a (kernel ``_record_step``): the step's record ``(t, h, C, loss, energy)``; raises ``NONFINITE``
         for a loss of ``+inf``/NaN or a non-finite energy (``ln L = -inf`` is an exact zero loss)."""
         data, C = self.data, self.C
+        if self.K < self.top:  # the orders above the step's are 0 (dense output reads every step at the run's order)
+            zero = [[mpf(0)] * len(C[0][0]) for _ in C[0]]
+            C = C + [zero] * (self.top - self.K)
         if self.log_clock:
             record = (self.t, h, C, mp.log(loss_value(data, self.P, self.S)), velocity_energy_log(C, h, self.t))
         else:
@@ -588,7 +603,7 @@ class _Integrator:
 
     def _coast(self, t_end):
         """The last step of a converged flow: the state held constant from now to ``t_end`` (kernel ``_coast``)."""
-        K, da = self.K, self.data.da
+        K, da = self.top, self.data.da
         C = [[list(row) for row in self.P]] + [[[mpf(0)] * (da + 1) for _ in self.P] for _ in range(K)]
         loss = loss_value(self.data, self.P, self.S)
         record = (self.t, t_end - self.t, C, mp.log(loss) if self.log_clock else loss, mpf(0))
@@ -751,14 +766,36 @@ class _Stop(Exception):
         self.code = code
 
 
-def _taylor_step(size, below, top, K):
-    """The step-size rule of :func:`flowlib.kernels.stepping.taylor_step` at working precision."""
+def _taylor_step(size, below, top, K, tol):
+    """The step-size rule of :func:`flowlib.kernels.stepping.taylor_step` at working precision (the same
+    expression as before the order controller at the tolerance's order, where ``tol^(1/K) > e^-2``)."""
     rho = mp.inf
     if below > 0:
         rho = (size / below) ** (mpf(1) / (K - 1))
     if top > 0:
         rho = min(rho, (size / top) ** (mpf(1) / K))
-    return rho * mp.exp(-2 - mpf(7) / 10 / (K - 1))
+    factor = tol ** (mpf(1) / K)
+    if factor >= mp.exp(-2):
+        return rho * mp.exp(-2 - mpf(7) / 10 / (K - 1))
+    return rho * factor * mp.exp(-mpf(7) / 10 / (K - 1))
+
+
+def _order_needed(C, order, h, size, tol, lowest):
+    """Kernel :func:`flowlib.kernels.stepping.order_needed` at working precision."""
+    bound = tol * size
+
+    def term(k):
+        top = _max_abs(C[k])
+        if top == 0:
+            return mpf(0)
+        return top * h ** k if mp.isfinite(top) else mp.inf
+
+    if term(order) > bound or term(order - 1) > bound:
+        return order
+    k = order
+    while k > lowest and term(k - 2) <= bound:
+        k -= 1
+    return k
 
 
 def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, tie_leave, t_eval, max_steps,
