@@ -50,12 +50,13 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
     per_step, per_event = flow._chunk_buffers(64, 64 + 3 * n * m, order, m, w, False)
     P, now, drop = start.copy(), np.zeros(1), np.zeros((n, m), np.int8)
     active, mode = flow.initial_surfaces(prob, start)
-    state = bundles.State(P, active, mode, drop, now)
+    state = bundles.state(P, active, mode, drop, now)
 
     def run():
         P[:] = start
         now[0] = 0.0
         drop[:] = 0
+        state.order[0] = 0
         driver.surface_sides(prob.augmented_inputs, P, prob.bias, np.empty((n, m)), active, mode)
         return driver.integrate_chunk(*setup, state, t_end, 64, 64, per_step, per_event)
 

@@ -527,6 +527,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
     drop = np.zeros((n, m), dtype=np.int8)
     # the time, where the flow converged to working precision (if it does), the largest inclusion residual
     now = np.array([0.0, math.nan, 0.0])
+    orders = np.zeros(1, np.int64)  # the order controller's, from chunk to chunk
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = first_chunk_steps(n, m, w, order)
     per_step_bytes = stored_bytes_per_step(order, m, w, dense_output)
@@ -545,7 +546,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
                                                      dense_output or run.eval_done < len(u_eval)
                                                      or (watch is not None and watch.use_lin))
                 tick = time.perf_counter()
-                code, k, e = driver.integrate_chunk(*setup, bundles.State(P, active, mode, drop, now), target,
+                code, k, e = driver.integrate_chunk(*setup, bundles.State(P, active, mode, drop, now, orders), target,
                                                     budget_steps, budget_events, per_step, per_event)
                 elapsed = time.perf_counter() - tick
                 if watch is not None:

@@ -49,13 +49,21 @@ class Method(NamedTuple):
 class State(NamedTuple):
     """The state a chunk continues from and updates in place: parameters ``P`` (``m, d + 2``), the side of each
     free surface ``active`` (``n, m`` bool), surface modes ``mode`` and vanishing leading terms ``drop`` (``n, m``
-    int8), and ``clock`` (the time; see :func:`.driver.integrate_chunk`)."""
+    int8), ``clock`` (the time; see :func:`.driver.integrate_chunk`) and ``order`` (shape (1,), int64: the Taylor
+    order the order controller chose for the next step, carried from chunk to chunk; 0 starts at the tolerance's).
+    Use :func:`state` for a fresh one."""
 
     P: np.ndarray
     active: np.ndarray
     mode: np.ndarray
     drop: np.ndarray
     clock: np.ndarray
+    order: np.ndarray
+
+
+def state(P, active, mode, drop, clock) -> State:
+    """A :class:`State` whose first step is taken at the tolerance's order."""
+    return State(P, active, mode, drop, clock, np.zeros(1, np.int64))
 
 
 class StepLog(NamedTuple):

@@ -46,12 +46,15 @@ LCP_UP = 2  #: left upwards: slope fixed at 1
 LCP_HOLD = 3  #: repelling and held: its slope is a variable and its normal velocity must vanish
 
 #: The order controller (kernels/driver.py ``_next_order``): a step after one that an event ended is taken at the
-#: order that step needed (kernels/stepping.py ``order_needed``) plus ``ORDER_MARGIN`` (one order lengthens a
-#: low-order step several times: ``tol^(1/K)`` grows from 1e-13^(1/4) = 6e-4 to 1e-13^(1/5) = 3e-3), and at least
-#: ``LOWEST_ORDER``: the tangency tests after an event (a crossing's or a release's vanishing leading terms, the side
-#: a held surface leaves to) read the step's coefficients, so a step keeps that many.
+#: order that step needed (kernels/stepping.py ``order_needed``) plus ``ORDER_MARGIN``, and at least
+#: ``LOWEST_ORDER``; a step after any other goes ``ORDER_CLIMB`` orders up, to the tolerance's at most. The next
+#: event is rarely as close as the last (B9: inter-event times spread over a decade), and at orders 6 to 8 one
+#: order lengthens the step only about twice (``1e-13^(1/6) / 1e-13^(1/7) = 2.0``), hence a margin of two. The
+#: floor: the tangency tests after an event (a crossing's or a release's vanishing leading terms, the side a held
+#: surface leaves to) read the step's coefficients, so a step keeps that many.
 LOWEST_ORDER = 6
-ORDER_MARGIN = 1
+ORDER_MARGIN = 2
+ORDER_CLIMB = 4
 #: Width of the noise band of a held surface's exit polynomial ``a_j G_i (s_ij - beta)``, in units of its noise
 #: estimate (kernels/driver.py): an excursion of the multiplier beyond ``beta`` that stays inside the band is rounding
 #: (or a tangency), not an exit.

@@ -55,7 +55,7 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .constants import (CONVERGED_ROUNDINGS, LOWEST_ORDER, ORDER_MARGIN, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
+from .constants import (CONVERGED_ROUNDINGS, LOWEST_ORDER, ORDER_CLIMB, ORDER_MARGIN, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
                         MODE_VOID, NOISE_BAND)
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns, without_column
@@ -1281,12 +1281,12 @@ def _next_order(C, K, top, h, size, tol, found):
     """The order controller: the Taylor order of the next step. After a step an event ended, the order that step
     needed (:func:`.stepping.order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``: where events are
     dense the next one is likely as close, and over such a step a low order is exact to the tolerance (the
-    step-size rule keeps it so, :func:`.stepping.taylor_step`). After any other step, the tolerance's order ``top``
-    (its full step)."""
+    step-size rule keeps it so, :func:`.stepping.taylor_step`). After any other step (the low order cut it short,
+    or no event came), ``ORDER_CLIMB`` orders more, at most the tolerance's ``top`` (its full step)."""
     if not found:
-        return top
+        return min(top, K + ORDER_CLIMB)
     low = min(top, LOWEST_ORDER)
-    return min(top, max(low, order_needed(C, K, h, size if size > 0.0 else 1.0, tol, low) + ORDER_MARGIN))
+    return min(top, max(low, order_needed(C, K, h, size if size > 0.0 else 1.0, tol, 2) + ORDER_MARGIN))
 
 
 @jit
@@ -1350,10 +1350,10 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         A code of :mod:`.status`; ``RUNNING`` or ``EVENT_BUFFER_FULL`` when a budget of the chunk ended it.
     n_steps, n_events : int
     """
-    P, active, mode, drop, clock = state
+    P, active, mode, drop, clock = state.P, state.active, state.mode, state.drop, state.clock
     n, m = active.shape
     top = method.order
-    K = top
+    K = state.order[0] if 0 < state.order[0] <= top else top
     ws = _workspace(net, method, state)
     slopes_from_state(active, mode, net.leak, ws.S)
     t = clock[0]
@@ -1431,6 +1431,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             break
         K = _next_order(ws.series.C, K, top, h, size, method.tol, found)
     clock[0] = t
+    state.order[0] = K
     steps.t[n_steps] = t
     steps.C[n_steps, 0] = P
     steps.loss[n_steps] = loss_at(net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias, net.train_outer, net.decay,

@@ -27,7 +27,7 @@ from mpmath import mp, mpf
 
 from flowlib.kernels import status as kstatus
 from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, LOWEST_ORDER, NOISE_BAND, \
-    ORDER_MARGIN
+    ORDER_CLIMB, ORDER_MARGIN
 from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
@@ -286,11 +286,12 @@ class _Integrator:
 
     def _next_order(self, h, size, found):
         """The order controller (kernel ``_next_order``): after a step an event ended, the order it needed
-        (:func:`_order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``; the tolerance's otherwise."""
+        (:func:`_order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``; after any other step
+        ``ORDER_CLIMB`` more, at most the tolerance's."""
         if not found:
-            return self.top
+            return min(self.top, self.K + ORDER_CLIMB)
         low = min(self.top, LOWEST_ORDER)
-        return min(self.top, max(low, _order_needed(self.C, self.K, h, size, self.tol, low) + ORDER_MARGIN))
+        return min(self.top, max(low, _order_needed(self.C, self.K, h, size, self.tol, 2) + ORDER_MARGIN))
 
     def _held_surfaces(self):
         """Stage 2a (kernel ``_held_surfaces``): the held surfaces as slots, grouped by neuron: per neuron
