@@ -139,6 +139,19 @@ def run(quick: bool = False, cases: list[str] | None = None, log=None) -> list:
     return rows
 
 
+def sweep() -> list:
+    """The curve over m and n: digits at ``m = 20, 50, 100`` to ``t = 0.5``; the teacher at ``n = m = 125, 250,
+    500`` for 10 s each."""
+    rows = []
+    for m in (20, 50, 100):
+        prob, p0 = digits_case(m=m)
+        rows.append(measure(f"digits m={m}", prob, p0, 0.5, 2e-3))
+    for n in (125, 250, 500):
+        prob, p0 = wide_case(m=n, n=n)
+        rows.append(measure(f"teacher n=m={n}", prob, p0, 1e6, 1e-3, 10.0))
+    return rows
+
+
 def table(rows: list) -> str:
     """The rows as a Markdown table."""
     head = ("| case | status | t reached | events | steps | flow s | GD it | GD s | flow / GD | gradient ms | "
@@ -155,10 +168,11 @@ def table(rows: list) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short horizons (a smoke run)")
+    parser.add_argument("--sweep", action="store_true", help="the cost per event over m and n instead")
     args = parser.parse_args(argv)
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
           f"numpy {np.__version__}, flowlib {fl.__version__}")
-    print(table(run(args.quick)))
+    print(table(sweep() if args.sweep else run(args.quick)))
 
 
 if __name__ == "__main__":
