@@ -55,8 +55,8 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .constants import (CONVERGED_ROUNDINGS, LOWEST_ORDER, ORDER_CLIMB, ORDER_MARGIN, DROP_CROSSED, DROP_NONE, DROP_RELEASED, MODE_FREE, MODE_HELD,  # noqa: F401
-                        MODE_VOID, NOISE_BAND)
+from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, LOWEST_ORDER,  # noqa: F401
+                        MODE_FREE, MODE_HELD, MODE_VOID, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN)
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
@@ -1279,14 +1279,17 @@ def _at_order(method, K):
 @jit
 def _next_order(C, K, top, h, size, tol, found):
     """The order controller: the Taylor order of the next step. After a step an event ended, the order that step
-    needed (:func:`.stepping.order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``: where events are
-    dense the next one is likely as close, and over such a step a low order is exact to the tolerance (the
+    needed (:func:`.stepping.order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``, where that at least
+    halves the tolerance's order ``top`` (else ``top``: a sparse event is no sign of the next, and a trajectory
+    without dense events keeps the full-order steps it always had, bit for bit): where events are dense the next
+    one is likely as close, and over such a step a low order is exact to the tolerance (the
     step-size rule keeps it so, :func:`.stepping.taylor_step`). After any other step (the low order cut it short,
     or no event came), ``ORDER_CLIMB`` orders more, at most the tolerance's ``top`` (its full step)."""
     if not found:
         return min(top, K + ORDER_CLIMB)
     low = min(top, LOWEST_ORDER)
-    return min(top, max(low, order_needed(C, K, h, size if size > 0.0 else 1.0, tol, 2) + ORDER_MARGIN))
+    K = max(low, order_needed(C, K, h, size if size > 0.0 else 1.0, tol, 2) + ORDER_MARGIN)
+    return K if 2 * K <= top else top
 
 
 @jit
@@ -1307,7 +1310,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     4. the earliest root of every switching and exit polynomial ends the step (:func:`_locate_events`);
     5. the step is recorded (:func:`_record_step`) and taken (:func:`_advance`), and the surfaces reached at its
        end are classified (:func:`_classify_reached`); the order controller picks the next step's Taylor order
-       (:func:`_next_order`: low after a step an event ended, the tolerance's otherwise).
+       (:func:`_next_order`: low after a step an event ended, climbing towards the tolerance's otherwise).
 
     Parameters
     ----------

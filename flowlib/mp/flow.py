@@ -291,7 +291,8 @@ class _Integrator:
         if not found:
             return min(self.top, self.K + ORDER_CLIMB)
         low = min(self.top, LOWEST_ORDER)
-        return min(self.top, max(low, _order_needed(self.C, self.K, h, size, self.tol, 2) + ORDER_MARGIN))
+        K = max(low, _order_needed(self.C, self.K, h, size, self.tol, 2) + ORDER_MARGIN)
+        return K if 2 * K <= self.top else self.top
 
     def _held_surfaces(self):
         """Stage 2a (kernel ``_held_surfaces``): the held surfaces as slots, grouped by neuron: per neuron
