@@ -1,0 +1,209 @@
+"""Certified trajectories: rigorous enclosures of a computed flow's event times, states and losses.
+
+:func:`certify` re-integrates a :class:`~flowlib.FlowResult` in ball arithmetic (python-flint's ``arb``, the
+optional ``certify`` extra), guided by its event log, and proves every step: an a priori enclosure and a Taylor
+polynomial with a rigorous remainder between events, an isolated simple zero with no earlier competitor for each
+event, and its kind from the proven signs of the one-sided normal velocities. See docs/design.md, *Certified
+trajectories*.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from flowlib.certify.balls import exact, flint, working
+from flowlib.certify.certificate import Certificate, CertifiedEvent, build
+from flowlib.certify.field import BallNetwork
+from flowlib.certify.walk import (Expected, Stop, apply_event, candidates, earliest, initial_configuration, match,
+                                  next_step)
+
+__all__ = ["Certificate", "CertifiedEvent", "certify"]
+
+#: event kinds the walk can prove
+PROVABLE = ("cross", "slide_start", "stick", "slide_end")
+
+
+def _check(result, times, prec, order, time_tol, max_steps) -> tuple:
+    from flowlib.result import EVENT_KINDS, FlowResult
+
+    if not isinstance(result, FlowResult):
+        raise ValueError(f"result must be a FlowResult (from gradient_flow), got {type(result).__name__}")
+    if isinstance(prec, bool) or not isinstance(prec, (int, np.integer)) or not 64 <= prec <= 4096:
+        raise ValueError(f"prec must be an integer number of bits in [64, 4096], got {prec!r}")
+    if order is not None and (isinstance(order, bool) or not isinstance(order, (int, np.integer))
+                              or not 4 <= order <= 200):
+        raise ValueError(f"order must be an integer in [4, 200] or None, got {order!r}")
+    if isinstance(time_tol, bool) or not isinstance(time_tol, (int, float)) or not (0 < time_tol < 1):
+        raise ValueError(f"time_tol must be a real number in (0, 1), got {time_tol!r}")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    t0, t1 = float(result.t[0]), float(result.t[-1])
+    if not (math.isfinite(t0) and math.isfinite(t1)):
+        raise ValueError("result must end at a finite time (a flow past t = 1.8e308 cannot be certified)")
+    if times is None:
+        times = [t1]
+    try:
+        times = sorted(float(t) for t in np.atleast_1d(np.asarray(times, dtype=float)))
+    except (TypeError, ValueError):
+        raise ValueError(f"times must be real numbers, got {times!r}") from None
+    if any(not (t0 <= t <= t1) for t in times):
+        raise ValueError(f"times must lie in the result's span [{t0!r}, {t1!r}], got {times}")
+    log = result.events
+    expected = [Expected(EVENT_KINDS[int(k)], int(j), int(i), int(s), float(t))
+                for t, k, j, i, s in zip(log.t, log.kind, log.neuron, log.sample, log.side)]
+    return times, expected
+
+
+def certify(result, times=None, *, prec: int = 128, order: int | None = None, time_tol: float = 1e-9,
+            max_steps: int = 100_000) -> Certificate:
+    """Prove a computed flow: enclose its event times, and its state and loss at ``times``, or say where and why
+    that is not possible.
+
+    Parameters
+    ----------
+    result : FlowResult
+        A flow from :func:`~flowlib.gradient_flow` (float64 or mpmath). Its problem, initial state, final time and
+        event log are used; its trajectory is not trusted, only compared.
+    times : array_like, optional
+        Times in the result's span at which to enclose the state and the loss (default: its final time).
+    prec : int
+        Working precision in bits (default 128, about 38 digits).
+    order : int, optional
+        Taylor order (default ``prec // 4``, at least 12).
+    time_tol : float
+        A logged event time farther than ``time_tol * max(1, |t|)`` from its proven enclosure rejects the log.
+    max_steps : int
+        Budget of certified steps.
+
+    Returns
+    -------
+    Certificate
+        ``status`` ``"certified"``, ``"rejected"`` (the log disagrees with what was proven) or ``"undecided"``
+        (with the reason and the time up to which everything is proven). A certificate is never issued for a
+        trajectory that was not proven.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument.
+    ImportError
+        Without python-flint (``pip install 'flowlib[certify]'``).
+
+    Examples
+    --------
+    >>> import flowlib as fl
+    >>> from flowlib import examples
+    >>> prob, p0 = examples.sliding_two_points()
+    >>> res = fl.gradient_flow(prob, p0, t_end=3.0)
+    >>> cert = fl.certify(res)
+    >>> cert.status, [e.kind for e in cert.events]
+    ('certified', ['slide_start'])
+    >>> lo, hi = cert.events[0].t
+    >>> float(hi - lo) < 1e-25
+    True
+    """
+    times, expected = _check(result, times, prec, order, time_tol, max_steps)
+    flint()
+    order = max(12, prec // 4) if order is None else int(order)
+    start = time.perf_counter()
+    with working(prec, order + 3):
+        net = BallNetwork(result.problem)
+        state = [[exact(v) for v in row] for row in result.states[0]]
+        t = exact(result.t[0])
+        t_end = exact(result.t[-1])
+        found, recorded, states, losses = [], [], [], []
+        pending = list(times)
+        status, reason, n_steps = "certified", "", 0
+        try:
+            config = initial_configuration(net, state)
+            known: dict = {}
+            while True:
+                if n_steps >= max_steps:
+                    raise Stop("undecided", f"max_steps = {max_steps} certified steps did not reach t_end")
+                remaining = t_end - t
+                step = next_step(net, state, config, order, prec, float(remaining.upper()))
+                n_steps += 1
+                final = not step.h < remaining.upper()
+                reach = remaining.upper() if final else step.h
+                event = earliest(candidates(step, net, reach, known), t)
+                if event is not None and final and not event[0].at.upper() < remaining.lower():
+                    if event[0].at.lower() > remaining.upper():
+                        event = None
+                    else:
+                        raise Stop("undecided", "an event lies within the enclosure of the final time")
+                if event is not None:
+                    zero, key = event
+                    _record(pending, t, zero.at.lower(), step, net, recorded, states, losses)
+                    happened, state, config, known = apply_event(net, step, zero, key, t)
+                    match(happened, expected, len(found), time_tol, PROVABLE)
+                    found.append(happened)
+                    t = happened.t
+                    continue
+                _record(pending, t, reach, step, net, recorded, states, losses, final)
+                state = step.state_at(remaining if final else step.h)
+                known = {}
+                if final:
+                    t = t_end
+                    break
+                t = t + step.h
+            if len(found) < len(expected):
+                e = expected[len(found)]
+                raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} "
+                                       "does not happen: the proven flow reaches t_end without it")
+        except Stop as stop:
+            status, reason = stop.status, stop.reason
+        return build(status, reason, t, found, recorded, states, losses, prec, order, n_steps,
+                     time.perf_counter() - start)
+
+
+def _record(pending: list, t, reach, step, net, recorded: list, states: list, losses: list, final=False) -> None:
+    """Enclose the state and loss at the requested times inside this step's proven span ``[t, t + reach]``."""
+    while pending:
+        s = exact(pending[0]) - t
+        if s.lower() < 0:
+            raise Stop("undecided", f"the requested time {pending[0]!r} falls inside the enclosure of an event time")
+        if not (s.upper() <= reach if final else s.upper() < reach):
+            return
+        state = step.state_at(s)
+        recorded.append(pending.pop(0))
+        states.append(state)
+        losses.append(loss(net, state))
+
+
+def loss(net: BallNetwork, state):
+    """An enclosure of the loss at a ball of states (the activation evaluated as the monotone map it is)."""
+    arb = flint().arb
+    d = net.d
+    total = arb(0)
+    for i in range(net.n):
+        f = arb(0)
+        for row in state:
+            z = net.preactivation(row, i)
+            f += row[d + 1] * _activation(z, net.leak)
+        y = net.y[i]
+        if net.loss == "square":
+            total += (f - y) ** 2 / 2
+        elif net.loss == "exp":
+            total += (-y * f).exp()
+        else:
+            total += (-y * f).exp().log1p()
+    value = total * net.c
+    if not net.decay.is_zero():
+        trained = [x for row in state for x in (row[:d + 1] if net.bias else row[:d])]
+        if net.train_outer:
+            trained += [row[d + 1] for row in state]
+        value += net.decay / 2 * sum((x * x for x in trained), arb(0))
+    return value
+
+
+def _activation(z, leak):
+    """``max(z, leak z)`` of a ball: increasing, so its image is spanned by the images of the endpoints."""
+    if z >= 0:
+        return z
+    if z <= 0:
+        return leak * z
+    lo, hi = z.lower(), z.upper()
+    return (leak * lo).union(hi)

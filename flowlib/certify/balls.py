@@ -1,0 +1,119 @@
+"""Ball arithmetic for the certifier: python-flint's ``arb`` imported lazily, its working precision, exact
+conversions and the few interval predicates the proofs use.
+
+An ``arb`` is a midpoint-radius ball that is guaranteed to contain the real number it stands for; every operation
+returns a ball that contains every result of the operation on members of its operands. Comparisons are certain:
+``x > 0`` is true only when every member of ``x`` is positive, so ``not x > 0`` proves nothing.
+
+python-flint keeps its precision (bits) and series length in one process-wide context; :func:`working` sets both
+for a block and restores them afterwards, the way ``mp.workprec`` does for mpmath. It is not safe to certify in
+two threads at once.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from fractions import Fraction
+
+import numpy as np
+
+
+def flint():
+    """The ``flint`` module (python-flint), or an ``ImportError`` that says how to install it."""
+    try:
+        import flint as module
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("flowlib.certify needs python-flint (ball arithmetic): pip install 'flowlib[certify]'") \
+            from exc
+    return module
+
+
+@contextmanager
+def working(prec: int, length: int):
+    """Run a block at ``prec`` bits with power series truncated at ``length`` terms, then restore the context."""
+    ctx = flint().ctx
+    saved = ctx.prec, ctx.cap
+    ctx.prec, ctx.cap = prec, length
+    try:
+        yield
+    finally:
+        ctx.prec, ctx.cap = saved
+
+
+@contextmanager
+def series_length(length: int):
+    """Run a block with power series truncated at ``length`` terms (the precision is left as it is)."""
+    ctx = flint().ctx
+    saved = ctx.cap
+    ctx.cap = length
+    try:
+        yield
+    finally:
+        ctx.cap = saved
+
+
+def exact(value):
+    """The exact ball of a float64, an mpmath ``mpf``, an integer or a :class:`fractions.Fraction`.
+
+    Floats and mpf numbers are binary fractions ``man * 2**exp`` and are converted without rounding; a fraction is
+    a quotient of two exact integers, rounded outward at the working precision.
+    """
+    arb = flint().arb
+    if isinstance(value, (int, np.integer)):
+        return arb(int(value))
+    if isinstance(value, Fraction):
+        return arb(value.numerator) / value.denominator
+    man_exp = getattr(value, "man_exp", None)  # mpmath's mpf
+    if man_exp is not None:
+        man, exp = man_exp
+        return arb(int(man)) * arb(2) ** int(exp) if man else arb(0)
+    number = float(value)
+    if not np.isfinite(number):
+        raise ValueError(f"cannot enclose the non-finite number {value!r}")
+    numerator, denominator = number.as_integer_ratio()
+    return arb(numerator) / denominator  # the denominator is a power of two: the quotient is exact
+
+
+def span(lo, hi):
+    """The smallest ball containing the balls ``lo`` and ``hi`` and everything between them."""
+    return lo.union(hi)
+
+
+def decided_sign(x) -> int:
+    """+1 or -1 when every member of ``x`` has that sign, else 0 (undecided: the ball touches zero)."""
+    if x > 0:
+        return 1
+    if x < 0:
+        return -1
+    return 0
+
+
+def is_exact_zero(x) -> bool:
+    """The ball is the single number 0 (ball arithmetic keeps exact zeros exact: ``0 * [x +/- r] = 0``)."""
+    return x.is_exact() and x.is_zero()
+
+
+def magnitude(x) -> float:
+    """An upper bound of ``|x|`` as a float (rounded up)."""
+    return float(abs(x).upper()) if x.is_finite() else float("inf")
+
+
+def interval(x) -> tuple:
+    """The endpoints ``(lo, hi)`` of the ball ``x`` as exact mpmath numbers (the ball's own bounds, rounded outward
+    by python-flint)."""
+    return to_mpf(x.lower()), to_mpf(x.upper())
+
+
+def to_mpf(x):
+    """The exact mpmath number of an exact ball (a midpoint)."""
+    from mpmath import mpf
+
+    man, exp = x.mid().man_exp()
+    return mpf((int(man), int(exp)))
+
+
+def relative_width(x) -> float:
+    """``2 rad / |mid|`` as a float (``2 rad`` when the midpoint is 0): the relative width of an enclosure."""
+    mid, rad = abs(x.mid()), x.rad()
+    scale = float(mid.upper()) if not mid.is_zero() else 1.0
+    return 2.0 * float(rad.upper()) / scale

@@ -1,0 +1,268 @@
+"""The network's gradient field under a fixed configuration, in ball arithmetic, and its Taylor series.
+
+A *configuration* says, for every pair (neuron ``j``, sample ``i``), which slope the field uses: the side of the
+surface ``z_ij = <w_j, x_i> + b_j = 0`` the neuron is on (slope 1 on the active side, ``leak`` on the other), or
+*held* (the neuron stays on the surface and the slope is the Filippov multiplier that makes the normal velocity
+zero). Under a configuration the field is analytic, and the Taylor coefficients of its solution follow from
+Picard's iteration on truncated power series: each pass makes one more coefficient exact, since the field's
+coefficient ``k`` only depends on the state's coefficients up to ``k``.
+
+The multipliers of a neuron held on the surfaces ``H`` solve the linear system that makes every normal velocity in
+``H`` vanish (docs/design.md, *Several surfaces at once*). It is solved everywhere, not only on the surfaces, so
+``z_ij`` is a first integral of the configuration's field for every held pair: a trajectory that starts on its
+surfaces stays there exactly, which is the sliding solution of the inclusion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flowlib.certify.balls import exact, flint, series_length
+from flowlib.problem import Problem
+
+LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = "exp", "logistic", "square"
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """Which slope every (neuron, sample) pair uses.
+
+    Attributes
+    ----------
+    side : tuple of tuple of int
+        ``side[i][j]``: +1 (active, slope 1) or -1 (inactive, slope ``leak``); ignored for held pairs.
+    held : dict
+        ``held[j]``: the samples whose surfaces neuron ``j`` stays on (a tuple, possibly empty).
+    """
+
+    side: tuple
+    held: dict = field(default_factory=dict)
+
+    def is_held(self, i: int, j: int) -> bool:
+        return i in self.held.get(j, ())
+
+    def with_side(self, i: int, j: int, side: int) -> "Configuration":
+        """The configuration with pair ``(j, i)`` released (if held) to ``side``."""
+        rows = [list(row) for row in self.side]
+        rows[i][j] = side
+        held = dict(self.held)
+        if i in held.get(j, ()):
+            held[j] = tuple(k for k in held[j] if k != i)
+        return Configuration(tuple(tuple(row) for row in rows), held)
+
+    def with_held(self, i: int, j: int) -> "Configuration":
+        """The configuration with pair ``(j, i)`` held."""
+        held = dict(self.held)
+        held[j] = tuple(held.get(j, ())) + (i,)
+        return Configuration(self.side, held)
+
+    def held_pairs(self) -> list:
+        """``(j, i)`` for every held pair, in a fixed order."""
+        return [(j, i) for j in sorted(self.held) for i in self.held[j]]
+
+
+class BallNetwork:
+    """A :class:`~flowlib.Problem` in ball arithmetic: exact data, and the field's Taylor series.
+
+    Every number of the problem is a float64 and becomes an exact ball; ``1/n`` of a mean is enclosed at the working
+    precision. Build and use it inside :func:`flowlib.certify.balls.working`.
+    """
+
+    def __init__(self, problem: Problem):
+        arb = flint().arb
+        Xa = problem.augmented_inputs
+        self.n, self.d = problem.n, problem.d
+        self.x = [[exact(v) for v in row[:self.d]] for row in Xa]
+        one, zero = arb(1), arb(0)
+        self.normal = [row + [one if problem.bias else zero] for row in self.x]
+        self.gram = [[sum((u * v for u, v in zip(p, q)), zero) for q in self.normal] for p in self.normal]
+        self.y = [exact(v) for v in problem.y]
+        self.c = one / self.n if problem.reduction == "mean" else one
+        self.leak = exact(problem.leak)
+        self.loss = problem.loss
+        self.bias = problem.bias
+        self.train_outer = problem.train_outer
+        self.decay = exact(problem.weight_decay)
+
+    # -- pieces of the field -----------------------------------------------------------------------------------
+
+    def slope(self, config: Configuration, i: int, j: int):
+        """The slope of a pair that is not held."""
+        return flint().arb(1) if config.side[i][j] > 0 else self.leak
+
+    def preactivation(self, row, i: int):
+        """``z_ij = <w_j, x_i> + b_j`` for the parameters ``row = (w_j, b_j, a_j)`` (numbers or series)."""
+        total = row[self.d] if self.bias else None
+        for q in range(self.d):
+            term = row[q] * self.x[i][q]
+            total = term if total is None else total + term
+        return total
+
+    def loss_derivative(self, f, i: int):
+        """``G_i = c l'(f_i)``."""
+        y = self.y[i]
+        if self.loss == LOSS_SQUARE:
+            return (f - y) * self.c
+        if self.loss == LOSS_EXP:
+            return (f * (-y)).exp() * (-self.c * y)
+        return (-self.c * y) / ((f * y).exp() + 1)
+
+    def multipliers(self, P, G, Z, config: Configuration, j: int) -> list:
+        """Slopes of neuron ``j``'s held surfaces that make their normal velocities vanish (Gaussian elimination
+        with partial pivoting on the constant terms; the systems have one row per held surface)."""
+        H = config.held[j]
+        a = P[j][self.d + 1]
+        rhs = []
+        for r in H:
+            total = Z[r][j] * self.decay
+            for k in range(self.n):
+                if k in H or self.gram[k][r].is_zero():
+                    continue
+                s = self.slope(config, k, j)
+                if s.is_zero():
+                    continue
+                total = total + G[k] * (s * self.gram[k][r])
+            rhs.append(total * a)
+        M = [[(G[c] * a) * (-self.gram[c][r]) for c in H] for r in H]
+        return _solve(M, rhs)
+
+    def residuals(self, P, config: Configuration):
+        """The switching functions ``Z[i][j]``, the residual weights ``G[i]`` and the held multipliers
+        ``lam[(j, i)]`` of parameters ``P[j] = (w_j, b_j, a_j)`` (numbers or series)."""
+        d, n, m = self.d, self.n, len(P)
+        Z = [[self.preactivation(P[j], i) for j in range(m)] for i in range(n)]
+        G = []
+        for i in range(n):
+            f = None
+            for j in range(m):
+                s = None if config.is_held(i, j) else self.slope(config, i, j)
+                if s is not None and s.is_zero():
+                    continue
+                term = P[j][d + 1] * Z[i][j] if s is None or s == 1 else P[j][d + 1] * Z[i][j] * s
+                f = term if f is None else f + term
+            G.append(self.loss_derivative(0 * P[0][0] if f is None else f, i))
+        lam = {}
+        for j in config.held:
+            if config.held[j]:
+                lam.update({(j, i): value for i, value in zip(config.held[j], self.multipliers(P, G, Z, config, j))})
+        return Z, G, lam
+
+    def normal_velocity(self, P, config: Configuration, i: int, j: int):
+        """``d z_ij / dt = -a_j sum_k G_k s_kj <n_k, n_i> - decay z_ij``, summed over the exact Gram matrix so that
+        a structural zero (orthogonal normals, zero slopes) stays an exact zero."""
+        Z, G, lam = self.residuals(P, config)
+        total = Z[i][j] * (-self.decay)
+        for k in range(self.n):
+            s = lam[(j, k)] if (j, k) in lam else self.slope(config, k, j)
+            if self.gram[k][i].is_zero() or (s.is_zero() and s.is_exact()):
+                continue
+            total = total - P[j][self.d + 1] * G[k] * s * self.gram[k][i]
+        return total, lam
+
+    def field(self, P, config: Configuration):
+        """The velocity of every parameter and the held multipliers, for parameters ``P[j] = (w_j, b_j, a_j)``.
+
+        Returns
+        -------
+        V : list
+            ``V[j][q]``: the velocity of parameter ``q`` of neuron ``j`` (``None`` for a parameter that does not
+            move).
+        lam : dict
+            ``lam[(j, i)]``: the multiplier of every held pair.
+        """
+        d, n, m = self.d, self.n, len(P)
+        Z, G, lam = self.residuals(P, config)
+        V = []
+        for j in range(m):
+            w_dot = [None] * d
+            b_dot = a_dot = None
+            for i in range(n):
+                s = lam[(j, i)] if (j, i) in lam else self.slope(config, i, j)
+                if not config.is_held(i, j) and s.is_zero():
+                    continue
+                q = G[i] * s if config.is_held(i, j) or s != 1 else G[i]
+                for k in range(d):
+                    if not self.x[i][k].is_zero():
+                        term = q * self.x[i][k]
+                        w_dot[k] = term if w_dot[k] is None else w_dot[k] + term
+                if self.bias:
+                    b_dot = q if b_dot is None else b_dot + q
+                if self.train_outer:
+                    term = G[i] * Z[i][j] if config.is_held(i, j) or s == 1 else G[i] * Z[i][j] * s
+                    a_dot = term if a_dot is None else a_dot + term
+            a = P[j][d + 1]
+            zero = 0 * P[j][0]
+            row = [-(a * (zero if v is None else v)) - P[j][k] * self.decay for k, v in enumerate(w_dot)]
+            row.append(-(a * (zero if b_dot is None else b_dot)) - P[j][d] * self.decay if self.bias else None)
+            row.append(-(zero if a_dot is None else a_dot) - a * self.decay if self.train_outer else None)
+            V.append(row)
+        return V, lam
+
+    # -- Taylor series -----------------------------------------------------------------------------------------
+
+    def taylor(self, state, config: Configuration, order: int):
+        """Taylor coefficients of the configuration's solution through ``state`` (balls, ``state[j][q]``).
+
+        Runs ``order`` passes of Picard's iteration: the state's coefficients ``0..order`` and the multipliers'
+        ``0..order - 1`` come out exact (as balls containing the exact coefficients of every solution through a
+        member of ``state``).
+
+        Returns
+        -------
+        theta : list
+            ``theta[j][q]``: list of ``order + 1`` coefficients.
+        lam : dict
+            ``lam[(j, i)]``: list of ``order`` coefficients of each held multiplier.
+        """
+        arb, arb_series = flint().arb, flint().arb_series
+        m = len(state)
+        moving = [q for q in range(self.d + 2)
+                  if q < self.d or (q == self.d and self.bias) or (q == self.d + 1 and self.train_outer)]
+        theta = [[[state[j][q]] for q in range(self.d + 2)] for j in range(m)]
+        lam = {}
+        for length in range(1, order + 1):
+            with series_length(length):
+                P = [[arb_series(theta[j][q], prec=length) for q in range(self.d + 2)] for j in range(m)]
+                V, lam_series = self.field(P, config)
+            for j in range(m):
+                for q in moving:
+                    theta[j][q].append(_coefficient(V[j][q], length - 1) / length)
+            lam = {key: [_coefficient(value, k) for k in range(length)] for key, value in lam_series.items()}
+        for j in range(m):
+            for q in range(self.d + 2):
+                theta[j][q] += [arb(0)] * (order + 1 - len(theta[j][q]))
+        return theta, lam
+
+    def switching_coefficients(self, theta, i: int, j: int) -> list:
+        """Coefficients of ``z_ij`` from the state's (``z`` is linear in the state)."""
+        return [self.preactivation([c[k] for c in theta[j]], i) for k in range(len(theta[j][0]))]
+
+
+def _coefficient(series, k: int):
+    """Coefficient ``k`` of a power series (0 beyond its stored terms); a number is its own constant term."""
+    if not hasattr(series, "coeffs"):
+        return series if k == 0 else flint().arb(0)
+    coeffs = series.coeffs()
+    return coeffs[k] if k < len(coeffs) else flint().arb(0)
+
+
+def _solve(M, rhs) -> list:
+    """Solve ``M x = rhs`` over power series (Gaussian elimination, pivoting on the constant terms)."""
+    k = len(rhs)
+    M = [list(row) for row in M]
+    rhs = list(rhs)
+    for col in range(k):
+        pivot = max(range(col, k), key=lambda r: abs(_coefficient(M[r][col], 0).mid()))
+        M[col], M[pivot] = M[pivot], M[col]
+        rhs[col], rhs[pivot] = rhs[pivot], rhs[col]
+        for r in range(col + 1, k):
+            factor = M[r][col] / M[col][col]
+            M[r] = [M[r][c] - factor * M[col][c] for c in range(k)]
+            rhs[r] = rhs[r] - factor * rhs[col]
+    x = [None] * k
+    for r in reversed(range(k)):
+        total = rhs[r]
+        for c in range(r + 1, k):
+            total = total - M[r][c] * x[c]
+        x[r] = total / M[r][r]
+    return x

@@ -1,0 +1,140 @@
+"""One certified step: an a priori enclosure, the Taylor polynomial and its rigorous remainder.
+
+For a configuration's analytic field ``F`` and a ball of states ``Theta``:
+
+1. *A priori enclosure.* A box ``B`` with ``Theta + [0, h] F(B) ⊆ B`` contains every solution from ``Theta`` over
+   ``[0, h]`` (Picard–Lindelöf); it is found by iterating that map from a first-order guess.
+2. *Polynomial.* The Taylor coefficients ``0..K`` of the solution through ``Theta`` (:meth:`BallNetwork.taylor`).
+3. *Remainder.* The coefficient ``K + 1`` of the expansion through every point of ``B`` encloses
+   ``theta^(K+1)(xi) / (K+1)!`` for every ``xi`` in the step, so ``theta(s)`` lies in the polynomial plus that ball
+   times ``s^(K+1)``. The same holds for the held multipliers, which are analytic functions of the state.
+
+The step length is first guessed from the decay of the coefficients so that the remainder is near the working
+precision, then halved until the enclosure exists and the remainder is small enough.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowlib.certify.balls import flint, magnitude, span
+from flowlib.certify.field import BallNetwork, Configuration
+from flowlib.certify.models import TaylorModel
+
+#: attempts at an enclosure before a step is halved
+ENCLOSURE_PASSES = 8
+#: halvings of a step before giving up
+MAX_HALVINGS = 40
+#: the remainder may exceed the working epsilon (relative to the state's size) by this factor
+REMAINDER_SLACK = 2.0**12
+
+
+@dataclass(frozen=True)
+class Step:
+    """A certified step of one configuration over ``[0, h]`` from the states ``start``.
+
+    Attributes
+    ----------
+    theta : list
+        ``theta[j][q]``: Taylor coefficients ``0..K`` of each parameter.
+    rest : list
+        ``rest[j][q]``: the remainder coefficient (``K + 1``) of each parameter over the step.
+    lam, lam_rest : dict
+        The same for each held multiplier, keyed ``(j, i)``.
+    box : list
+        ``box[j][q]``: the a priori enclosure of each parameter over the step.
+    """
+
+    config: Configuration
+    h: object
+    theta: list
+    rest: list
+    lam: dict
+    lam_rest: dict
+    box: list
+
+    def parameter(self, j: int, q: int) -> TaylorModel:
+        return TaylorModel(tuple(self.theta[j][q]), self.rest[j][q])
+
+    def state_at(self, s) -> list:
+        """An enclosure of the state at step time ``s`` (a ball inside ``[0, h]``)."""
+        return [[self.parameter(j, q).value(s) for q in range(len(row))] for j, row in enumerate(self.theta)]
+
+    def switching(self, net: BallNetwork, i: int, j: int) -> TaylorModel:
+        """The model of ``z_ij`` (linear in the state: its remainder follows from the parameters')."""
+        coeffs = net.switching_coefficients(self.theta, i, j)
+        return TaylorModel(tuple(coeffs), net.preactivation(self.rest[j], i))
+
+    def multiplier(self, j: int, i: int) -> TaylorModel:
+        return TaylorModel(tuple(self.lam[(j, i)]), self.lam_rest[(j, i)])
+
+
+def velocity(net: BallNetwork, state, config: Configuration):
+    """The field at a ball of states (``None`` for parameters that do not move) and the held multipliers."""
+    arb_series = flint().arb_series
+    P = [[arb_series([value], prec=1) for value in row] for row in state]
+    V, lam = net.field(P, config)
+    first = lambda series: series.coeffs()[0] if series.coeffs() else flint().arb(0)  # noqa: E731
+    return ([[None if v is None else first(v) for v in row] for row in V],
+            {key: first(value) for key, value in lam.items()})
+
+
+def _inflate(x, extra):
+    return x + flint().arb(0, 1) * (x.rad() + extra)
+
+
+def enclosure(net: BallNetwork, start, config: Configuration, h):
+    """A box containing every solution from ``start`` over ``[0, h]``, or ``None`` when the iteration fails."""
+    arb = flint().arb
+    interval = span(arb(0), h)
+    V, _ = velocity(net, start, config)
+    guess = [[x if v is None else x + interval * v for x, v in zip(row, vrow)] for row, vrow in zip(start, V)]
+    for _ in range(ENCLOSURE_PASSES):
+        tiny = [[arb(2.0 ** -40) * (abs(x).upper() + 1) * h for x in row] for row in guess]
+        box = [[_inflate(x, x.rad() + e) for x, e in zip(row, erow)] for row, erow in zip(guess, tiny)]
+        try:
+            V, _ = velocity(net, box, config)
+        except (ZeroDivisionError, ValueError):  # a multiplier's system is singular somewhere in the box
+            return None
+        image = [[x if v is None else x + interval * v for x, v in zip(row, vrow)] for row, vrow in zip(start, V)]
+        if all(b.contains(y) for brow, yrow in zip(box, image) for b, y in zip(brow, yrow)):
+            return image
+        guess = image
+    return None
+
+
+def _guess(theta, order: int, scale: float, eps: float) -> float:
+    """A step whose last Taylor terms are near ``eps * scale``: ``min_k (eps scale / |c_k|)^(1/k)`` over the two
+    last orders."""
+    best = float("inf")
+    for k in (order - 1, order):
+        size = max(magnitude(row[q][k]) for row in theta for q in range(len(row)))
+        if size > 0:
+            best = min(best, (eps * scale / size) ** (1.0 / k))
+    return best
+
+
+def certified_step(net: BallNetwork, start, config: Configuration, order: int, prec: int, h_max: float) -> Step | None:
+    """A :class:`Step` from ``start`` no longer than ``h_max``, or ``None`` when none could be certified."""
+    arb = flint().arb
+    eps = 2.0 ** -prec
+    theta, lam = net.taylor(start, config, order + 1)
+    scale = 1.0 + max(magnitude(x) for row in start for x in row)
+    h = min(h_max, 0.5 * _guess(theta, order, scale, eps))
+    for _ in range(MAX_HALVINGS):
+        h_ball = arb(h)
+        box = enclosure(net, start, config, h_ball)
+        if box is not None:
+            try:
+                over, lam_over = net.taylor(box, config, order + 2)
+            except (ZeroDivisionError, ValueError):  # a multiplier's system is singular somewhere in the box
+                over = None
+            if over is not None:
+                rest = [[row[q][order + 1] for q in range(len(row))] for row in over]
+                worst = max(magnitude(r) for row in rest for r in row) * h ** (order + 1)
+                if worst <= REMAINDER_SLACK * eps * scale:
+                    return Step(config, h_ball, [[row[q][:order + 1] for q in range(len(row))] for row in theta],
+                                rest, {k: v[:order + 1] for k, v in lam.items()},
+                                {k: v[order + 1] for k, v in lam_over.items()}, box)
+        h *= 0.5
+    return None

@@ -1,0 +1,222 @@
+"""The certifying walk: certified steps from event to event, each event proven and compared with the log.
+
+Between events the configuration is fixed and :func:`~flowlib.certify.steps.certified_step` encloses the solution.
+In each step every surface the state is not held on (``z_ij``) and every held multiplier's distance to its bounds
+(``lam - leak``, ``1 - lam``) is searched for its first zero (:func:`~flowlib.certify.models.first_zero`); the
+earliest, proven simple and separated from every other candidate, is the event. Its kind is then proven from the
+signs of the one-sided normal velocities at the enclosed event state (docs/design.md, *Certified trajectories*):
+
+* ``cross``: both one-sided normal velocities have the sign of the motion;
+* ``slide_start``: the far side pushes back and every multiplier of the neuron's held surfaces is strictly inside
+  ``(leak, 1)``;
+* ``stick``: the far side's normal velocity is exactly zero (it is a structural zero, kept exact by ball
+  arithmetic) and so is the multiplier's distance to its bound, for as long as it is held;
+* ``slide_end``: a held multiplier reaches ``leak`` or 1 at a simple zero; the state leaves tangentially, to the
+  side the sign of ``z''`` proves.
+
+Anything else (a tangency, two events that cannot be separated, a tie) ends the walk as *undecided* with the
+reason; a proven disagreement with the log ends it as *rejected*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowlib.certify.balls import decided_sign, flint, is_exact_zero
+from flowlib.certify.field import BallNetwork, Configuration
+from flowlib.certify.models import TaylorModel, Zero, first_zero, leading_sign
+from flowlib.certify.steps import Step, certified_step, velocity
+
+
+class Stop(Exception):
+    """Ends the walk: ``status`` is ``"undecided"`` or ``"rejected"``."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Found:
+    """A proven event: ``kind``, the surface, the side entered (0 when held), its time and multiplier."""
+
+    kind: str
+    neuron: int
+    sample: int
+    side: int
+    t: object
+    multiplier: object = None
+
+
+@dataclass
+class Expected:
+    """One logged event (float times)."""
+
+    kind: str
+    neuron: int
+    sample: int
+    side: int
+    t: float
+
+
+def initial_configuration(net: BallNetwork, state) -> Configuration:
+    """The sides of the exact initial state; a state on a surface cannot be certified (yet)."""
+    sides = []
+    for i in range(net.n):
+        row = []
+        for j in range(len(state)):
+            sign = decided_sign(net.preactivation(state[j], i))
+            if not sign:
+                raise Stop("undecided", f"neuron {j} starts on the surface of sample {i}: certify starts only off "
+                                        "the surfaces")
+            row.append(sign)
+        sides.append(tuple(row))
+    return Configuration(tuple(sides), {})
+
+
+def normal_velocity(net: BallNetwork, state, config: Configuration, i: int, j: int):
+    """``d z_ij / dt`` under ``config`` at the ball of states ``state``, and the held multipliers there."""
+    return net.normal_velocity(state, config, i, j)
+
+
+def _bounds(net: BallNetwork, value) -> tuple:
+    """``(value - leak, 1 - value)``: both positive when ``value`` is strictly inside ``(leak, 1)``."""
+    return value - net.leak, flint().arb(1) - value
+
+
+def classify_arrival(net: BallNetwork, state, config: Configuration, i: int, j: int, t) -> tuple:
+    """Prove what happens when neuron ``j`` reaches sample ``i``'s surface: returns the event and the configuration
+    after it."""
+    side = config.side[i][j]
+    here, _ = normal_velocity(net, state, config, i, j)
+    if decided_sign(here) != -side:
+        raise Stop("undecided", f"neuron {j} reaches the surface of sample {i} at t = {t} tangentially (the normal "
+                                f"velocity {here} has no proven sign)")
+    there, _ = normal_velocity(net, state, config.with_side(i, j, -side), i, j)
+    if decided_sign(there) == -side:
+        return Found("cross", j, i, -side, t), config.with_side(i, j, -side)
+    held = config.with_held(i, j)
+    _, lam = velocity(net, state, held)
+    if is_exact_zero(there):
+        far_slope = net.slope(config.with_side(i, j, -side), i, j)
+        if is_exact_zero(lam[(j, i)] - far_slope):
+            return Found("stick", j, i, 0, t, lam[(j, i)]), held
+    elif decided_sign(there) == side:
+        if all(decided_sign(x) > 0 for key in lam if key[0] == j for x in _bounds(net, lam[key])):
+            return Found("slide_start", j, i, 0, t, lam[(j, i)]), held
+    raise Stop("undecided", f"neuron {j} reaches the surface of sample {i} at t = {t}, and the far side's normal "
+                            f"velocity {there} does not prove a crossing, a slide with multipliers inside "
+                            "(leak, 1), or an exact stick")
+
+
+def _is_pinned(step: Step, net: BallNetwork, j: int, i: int) -> bool:
+    """A held multiplier that sits exactly on a bound for the whole step (every coefficient and the remainder exact
+    and constant): a stick, proven to last over the step."""
+    model = step.multiplier(j, i)
+    bound_gap = [model.coeffs[0] - net.leak, model.coeffs[0] - 1]
+    return (any(is_exact_zero(g) for g in bound_gap) and all(is_exact_zero(c) for c in model.coeffs[1:])
+            and is_exact_zero(model.remainder))
+
+
+def candidates(step: Step, net: BallNetwork, span_end, known: dict) -> list:
+    """``(zero, key)`` for the first zero of every switching function in the step (``key`` is ``("z", j, i)`` or
+    ``("lam", j, i, bound_side)``)."""
+    arb = flint().arb
+    found = []
+    m = len(step.theta)
+    for i in range(net.n):
+        for j in range(m):
+            if step.config.is_held(i, j):
+                continue
+            model = step.switching(net, i, j)
+            start = None
+            if ("z", j, i) in known:
+                mu, sign = known[("z", j, i)]
+                lead = leading_sign(model, mu, span_end)
+                if lead is None or lead[1] != sign:
+                    raise Stop("undecided", f"cannot prove that neuron {j} leaves the surface of sample {i} to the "
+                                            f"side {sign:+d}")
+                start = lead[0]
+            zero = first_zero(model, span_end, start)
+            if zero is not None:
+                found.append((zero, ("z", j, i)))
+    for j, i in step.config.held_pairs():
+        if _is_pinned(step, net, j, i):
+            continue
+        model = step.multiplier(j, i)
+        for bound_side, shift in ((-1, net.leak), (1, arb(1))):
+            coeffs = list(model.coeffs)
+            coeffs[0] = coeffs[0] - shift
+            zero = first_zero(TaylorModel(tuple(coeffs), model.remainder), span_end)
+            if zero is not None:
+                found.append((zero, ("lam", j, i, bound_side)))
+    return found
+
+
+def earliest(found: list, t) -> tuple | None:
+    """The proven earliest zero, separated from every other candidate; ``None`` when there is none."""
+    if not found:
+        return None
+    found = sorted(found, key=lambda item: item[0].at.lower())
+    zero, key = found[0]
+    if not zero.proven:
+        raise Stop("undecided", f"cannot decide whether {_describe(key)} is reached near t = {t + zero.at}")
+    for other, other_key in found[1:]:
+        if not other.at.lower() > zero.at.upper():
+            raise Stop("undecided", f"{_describe(key)} and {_describe(other_key)} are reached at times that "
+                                    f"cannot be separated (near t = {t + zero.at})")
+    return zero, key
+
+
+def _describe(key) -> str:
+    if key[0] == "z":
+        return f"the surface of neuron {key[1]} and sample {key[2]}"
+    return f"the bound {'1' if key[3] > 0 else 'leak'} of neuron {key[1]}'s multiplier on sample {key[2]}"
+
+
+def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t) -> tuple:
+    """The proven event at ``zero``, the state after it, the configuration and the zeros known at its start."""
+    state = step.state_at(zero.at)
+    when = t + zero.at
+    if key[0] == "z":
+        _, j, i = key
+        found, config = classify_arrival(net, state, step.config, i, j, when)
+        known = {("z", j, i): (1, found.side)} if found.kind == "cross" else {}
+        return found, state, config, known
+    _, j, i, side = key
+    config = step.config.with_side(i, j, side)
+    lam = net.leak if side < 0 else flint().arb(1)
+    return Found("slide_end", j, i, side, when, lam), state, config, {("z", j, i): (2, side)}
+
+
+def match(found: Found, expected: list, index: int, time_tol: float, provable: tuple) -> None:
+    """Compare the proven event with the log's event ``index``; a mismatch rejects the log."""
+    if index >= len(expected):
+        raise Stop("rejected", f"the flow has a {found.kind} of neuron {found.neuron} on sample {found.sample} at "
+                               f"t = {found.t}, which the log does not have (it ends earlier)")
+    e = expected[index]
+    if e.kind not in provable:
+        raise Stop("undecided", f"the log's next event is a {e.kind} (neuron {e.neuron}, sample {e.sample}, "
+                                f"t = {e.t!r}), a kind certify cannot prove")
+    if (e.kind, e.neuron, e.sample) != (found.kind, found.neuron, found.sample):
+        raise Stop("rejected", f"the flow's next event is a {found.kind} of neuron {found.neuron} on sample "
+                               f"{found.sample} at t = {found.t}; the log has a {e.kind} of neuron {e.neuron} on "
+                               f"sample {e.sample} at t = {e.t!r}")
+    if e.side != found.side:
+        raise Stop("rejected", f"the {e.kind} of neuron {e.neuron} on sample {e.sample} enters side {found.side}, "
+                               f"the log says {e.side}")
+    gap = abs(found.t - e.t)
+    if not gap.lower() <= time_tol * max(1.0, abs(e.t)):
+        raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} lies "
+                               f"outside the proven enclosure {found.t} by more than time_tol = {time_tol:g} "
+                               "(relative)")
+
+
+def next_step(net: BallNetwork, state, config, order: int, prec: int, h_max: float) -> Step:
+    step = certified_step(net, state, config, order, prec, h_max)
+    if step is None:
+        raise Stop("undecided", "no step could be certified (the a priori enclosure or the remainder failed at "
+                                "every step length tried)")
+    return step
+
