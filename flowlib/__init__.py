@@ -49,8 +49,9 @@ from flowlib.ensemble import ensemble, random_inits  # noqa: E402
 from flowlib.ensemble_result import EnsembleResult  # noqa: E402
 from flowlib.predict import predict  # noqa: E402
 from flowlib.progress import Progress  # noqa: E402
+from flowlib.certify import Certificate, certify  # noqa: E402  (python-flint is imported on the first call)
 
-__all__ = ["DescentResult", "EnsembleResult", "Event", "EventLog", "Flip", "FlipLog", "FlowResult", "Params",
+__all__ = ["Certificate", "DescentResult", "EnsembleResult", "Event", "EventLog", "Flip", "FlipLog", "FlowResult", "Params",
            "PiecewiseAffine", "PiecewiseResult", "Problem", "Progress", "Status", "Until", "alignment_cosines",
-           "compare", "convergence_study", "ensemble", "gradient_descent", "gradient_flow", "load", "predict",
+           "certify", "compare", "convergence_study", "ensemble", "gradient_descent", "gradient_flow", "load", "predict",
            "random_inits", "stochastic_gradient_descent", "warmup", "__version__"]

@@ -99,17 +99,35 @@ def magnitude(x) -> float:
 
 
 def interval(x) -> tuple:
-    """The endpoints ``(lo, hi)`` of the ball ``x`` as exact mpmath numbers (the ball's own bounds, rounded outward
-    by python-flint)."""
-    return to_mpf(x.lower()), to_mpf(x.upper())
+    """The endpoints ``mid -/+ rad`` of the ball ``x`` as exact mpmath numbers (computed on integers, so not rounded;
+    mpmath compares them exactly, and rounds only what is computed from them)."""
+    mid, rad = _man_exp(x.mid()), _man_exp(x.rad())
+    return _exact_mpf(_combine(mid, rad, -1)), _exact_mpf(_combine(mid, rad, 1))
 
 
 def to_mpf(x):
-    """The exact mpmath number of an exact ball (a midpoint)."""
-    from mpmath import mpf
+    """The exact mpmath number of the midpoint of ``x``."""
+    return _exact_mpf(_man_exp(x.mid()))
 
-    man, exp = x.mid().man_exp()
-    return mpf((int(man), int(exp)))
+
+def _man_exp(x) -> tuple:
+    if x.is_zero():
+        return 0, 0
+    man, exp = x.man_exp()
+    return int(man), int(exp)
+
+
+def _combine(a: tuple, b: tuple, sign: int) -> tuple:
+    """``a + sign * b`` for exact binary numbers ``(man, exp)``."""
+    exp = min(a[1], b[1])
+    return (a[0] << (a[1] - exp)) + sign * (b[0] << (b[1] - exp)), exp
+
+
+def _exact_mpf(man_exp: tuple):
+    from mpmath import mp
+    from mpmath.libmp import from_man_exp
+
+    return mp.make_mpf(from_man_exp(*man_exp))
 
 
 def relative_width(x) -> float:

@@ -1,0 +1,246 @@
+"""Certified trajectories (flowlib.certify): every enclosure contains an independent 50-digit answer (closed forms,
+or the mpmath flow at 50 digits), the enclosures are narrow, and a wrong log is rejected with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from mpmath import mp, mpf
+
+import flowlib as fl
+from flowlib import examples
+from flowlib.result import EventLog
+from tests.oracles import exact
+
+flint = pytest.importorskip("flint")
+
+DPS = 50
+
+
+def _inside(value, bounds) -> bool:
+    lo, hi = bounds
+    return lo <= value <= hi
+
+
+def _relative_width(bounds, scale) -> float:
+    return float((bounds[1] - bounds[0]) / scale)
+
+
+# -- seed 000: Smorodinsky, Gimpleson & Safran's two-neuron network against its closed form ------------------------
+
+#: Initialisations (w1, b1, w2, b2) with u1 > 0 > v2, so the closed form holds: no kink, one kink, both kinks.
+SEED000 = ((1.0, 0.0, -0.5, 0.0), (2.8, 0.0, -0.3, 0.0), (1.0, 0.2, -1.0, 0.3), (0.5, 1.0, -0.8, 0.1),
+           (1.0, 0.0, 0.5, 1.0), (2.0, 3.0, -2.0, 3.1), (0.3, 0.8, -0.2, 0.4))
+
+
+def _block(lead, other, t):
+    """One block of the closed form in the v orientation: ``lead`` (``v1``) hits 0 when negative and sticks, while
+    ``other`` (``v2``) keeps ``e^{-other}`` growing linearly. Returns ``(lead(t), other(t), t_hit or None)``."""
+    if lead < 0:
+        t_hit = -mp.exp(-other) * mp.sinh(lead)
+        total = lead + other
+        if t <= t_hit:
+            gap = mp.log(mp.exp(lead - other) + 2 * t)
+            return (total + gap) / 2, (total - gap) / 2, t_hit
+        return mpf(0), -mp.log(mp.exp(-total) + (t - t_hit)), t_hit
+    return lead, -mp.log(mp.exp(-other) + t), None
+
+
+def seed000_closed_form(theta0, t):
+    """State ``((w1, b1), (w2, b2))`` at ``t`` and the kink times ``{(neuron, sample): t}`` (docs/design.md,
+    *Reference values derived for the checks*)."""
+    w1, b1, w2, b2 = (mpf(v) for v in theta0)
+    t = mpf(t)
+    v1, v2, t_v = _block(w1 - b1, w2 - b2, t)
+    # the u block is the v block under (v1, v2) -> (-u2, -u1)
+    m_u2, m_u1, t_u = _block(-(w2 + b2), -(w1 + b1), t)
+    u1, u2 = -m_u1, -m_u2
+    kinks = {}
+    if t_v is not None:
+        kinks[(0, 0)] = t_v
+    if t_u is not None:
+        kinks[(1, 1)] = t_u
+    return ((u1 + v1) / 2, (u1 - v1) / 2), ((u2 + v2) / 2, (u2 - v2) / 2), kinks
+
+
+@pytest.mark.parametrize("theta0", SEED000)
+def test_seed000_kink_times_and_states_enclose_the_closed_form(theta0):
+    prob, p0 = examples.gd_rate_network(*theta0)
+    res = fl.gradient_flow(prob, p0, t_end=1e4)
+    cert = fl.certify(res, times=[1.0, 100.0, 1e4])
+    assert cert.status == "certified", cert.reason
+    with mp.workdps(DPS):
+        for t, (lo, hi), (loss_lo, loss_hi) in zip(cert.times, cert.states, cert.losses):
+            first, second, kinks = seed000_closed_form(theta0, t)
+            neurons = (first, second)
+            for j, (w, b) in enumerate(neurons):
+                assert _inside(w, (lo[j, 0], hi[j, 0])) and _inside(b, (lo[j, 1], hi[j, 1]))
+                assert _relative_width((lo[j, 0], hi[j, 0]), max(1, abs(w))) <= 1e-12
+                assert _relative_width((lo[j, 1], hi[j, 1]), max(1, abs(b))) <= 1e-12
+            # the outer weights are fixed at +1 and -1: their enclosures are exact
+            assert lo[0, 2] == hi[0, 2] == 1 and lo[1, 2] == hi[1, 2] == -1
+            # the loss 1/2 (exp(-y1 f(-1)) + exp(-y2 f(1))) of the closed-form state
+            (w1, b1), (w2, b2) = first, second
+            f = [max(-w1 + b1, 0) - max(-w2 + b2, 0), max(w1 + b1, 0) - max(w2 + b2, 0)]
+            loss = (mp.exp(f[0]) + mp.exp(-f[1])) / 2
+            assert _inside(loss, (loss_lo, loss_hi)) and _relative_width((loss_lo, loss_hi), loss) <= 1e-12
+        kinks = seed000_closed_form(theta0, res.t[-1])[2]
+        assert {(e.neuron, e.sample): e.kind for e in cert.events} == {key: "stick" for key in kinks}
+        for e in cert.events:
+            t_kink = kinks[(e.neuron, e.sample)]
+            assert _inside(t_kink, e.t) and _relative_width(e.t, t_kink) <= 1e-12
+
+
+# -- sliding: E1 against its closed form, Wang & Pilanci's V12 against the 50-digit flow --------------------------
+
+def test_e1_slides_at_its_closed_form_time_and_stays_on_the_surface():
+    prob = fl.Problem(X=exact.E1_X, y=exact.E1_Y, loss="square", reduction="mean", bias=False, train_outer=False)
+    res = fl.gradient_flow(prob, fl.Params(W=[exact.E1_W0], b=None, a=[1.0]), t_end=10.0)
+    cert = fl.certify(res, times=[1.0, 5.0, 10.0])
+    assert cert.status == "certified", cert.reason
+    [event] = cert.events
+    assert (event.kind, event.neuron, event.sample) == ("slide_start", 0, 0)
+    with mp.workdps(DPS):
+        for t, (lo, hi) in zip(cert.times, cert.states):
+            w, t_star = exact.e1_exact(t)
+            for q in range(2):
+                assert _inside(w[q], (lo[0, q], hi[0, q]))
+                assert hi[0, q] - lo[0, q] <= 1e-12 * max(1, abs(w[q]))
+        assert _inside(t_star, event.t) and _relative_width(event.t, t_star) <= 1e-12
+        # the multiplier of the sliding field at entry, s* = -<e_2-part> ... lies in (leak, 1) = (0, 1)
+        assert 0 < event.multiplier[0] <= event.multiplier[1] < 1
+
+
+def test_v12_hit_time_state_and_loss_enclose_the_50_digit_flow():
+    prob, p0 = examples.sliding_two_points()
+    res = fl.gradient_flow(prob, p0, t_end=6.0)
+    ref = fl.gradient_flow(prob, p0, t_end=6.0, dps=DPS)
+    cert = fl.certify(res, times=[2.0, 6.0])
+    assert cert.status == "certified", cert.reason
+    assert [e.kind for e in cert.events] == [e.kind for e in ref.events] == ["slide_start"]
+    with mp.workdps(DPS):
+        assert _inside(ref.events.t[0], cert.events[0].t)
+        assert _relative_width(cert.events[0].t, ref.events.t[0]) <= 1e-12
+        lo, hi = cert.states[-1]
+        final = ref.states[-1]
+        scale = max(abs(v) for v in final.ravel())
+        for j, q in np.ndindex(final.shape):
+            assert lo[j, q] <= final[j, q] <= hi[j, q]
+            assert hi[j, q] - lo[j, q] <= 1e-12 * scale
+        assert _inside(ref.loss[-1], cert.losses[-1])
+
+
+@pytest.mark.slow
+def test_b1_os_nine_crossings_enclose_the_50_digit_flow_at_100_bits():
+    prob, p0 = examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
+    res = fl.gradient_flow(prob, p0, t_end=10.0)
+    ref = fl.gradient_flow(prob, p0, t_end=10.0, dps=DPS)
+    cert = fl.certify(res, prec=100)
+    assert cert.status == "certified", cert.reason
+    assert len(cert.events) == 9 and all(e.kind == "cross" for e in cert.events)
+    with mp.workdps(DPS):
+        for e, t_ref in zip(cert.events, ref.events.t):
+            assert _inside(t_ref, e.t) and _relative_width(e.t, t_ref) <= 1e-12
+        lo, hi = cert.states[-1]
+        final = ref.states[-1]
+        scale = max(abs(v) for v in final.ravel())
+        assert all(lo[j, q] <= final[j, q] <= hi[j, q] for j, q in np.ndindex(final.shape))
+        assert max(hi[j, q] - lo[j, q] for j, q in np.ndindex(final.shape)) <= 1e-12 * scale
+
+
+# -- a wrong log is rejected with the reason ----------------------------------------------------------------------
+
+def _with_log(res, **changes):
+    """``res`` with its event log's columns replaced (``t``, ``kind``, ``neuron``, ``sample``, ``side``)."""
+    log = res.events
+    columns = {"t": log.t, "kind": log.kind, "neuron": log.neuron, "sample": log.sample, "side": log.side,
+               "multiplier": log.multiplier}
+    columns.update(changes)
+    return dataclasses.replace(res, events=EventLog(**columns))
+
+
+@pytest.fixture(scope="module")
+def crossing_run():
+    """B1-os to t = 0.5: one crossing (neuron 1, sample 1, t = 0.1697...)."""
+    prob, p0 = examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)
+    res = fl.gradient_flow(prob, p0, t_end=0.5)
+    assert [(e.kind, e.neuron, e.sample) for e in res.events] == [("cross", 1, 1)]
+    return res
+
+
+@pytest.fixture(scope="module")
+def sliding_run():
+    prob, p0 = examples.sliding_two_points()
+    return fl.gradient_flow(prob, p0, t_end=3.0)
+
+
+def test_a_removed_crossing_is_rejected(crossing_run):
+    cert = fl.certify(_with_log(crossing_run, t=[], kind=np.array([], dtype=np.int8), neuron=[], sample=[], side=[],
+                                multiplier=[]))
+    assert cert.status == "rejected"
+    assert "cross of neuron 1 on sample 1" in cert.reason and "log does not have" in cert.reason
+    # what came before the disagreement stays proven
+    assert 0.16 < cert.t_certified[0] < 0.17
+
+
+def test_a_perturbed_event_time_is_rejected(crossing_run, sliding_run):
+    for res in (crossing_run, sliding_run):
+        assert fl.certify(res).certified
+        cert = fl.certify(_with_log(res, t=res.events.t + 1e-6))
+        assert cert.status == "rejected" and "outside the proven enclosure" in cert.reason
+
+
+def test_a_slide_relabelled_as_a_crossing_is_rejected(sliding_run):
+    cert = fl.certify(_with_log(sliding_run, kind=["cross"], side=[-1], multiplier=[float("nan")]))
+    assert cert.status == "rejected"
+    assert "slide_start of neuron 0 on sample 1" in cert.reason and "the log has a cross" in cert.reason
+
+
+def test_a_crossing_that_never_happens_is_rejected(sliding_run):
+    log = sliding_run.events
+    cert = fl.certify(_with_log(sliding_run, t=np.append(log.t, 2.5), kind=["slide_start", "cross"],
+                                neuron=[0, 0], sample=[1, 0], side=[0, -1],
+                                multiplier=np.append(log.multiplier, np.nan)))
+    assert cert.status == "rejected" and "does not happen" in cert.reason
+
+
+def test_a_tie_in_the_log_is_undecided_not_certified(sliding_run):
+    cert = fl.certify(_with_log(sliding_run, kind=["tie"]))
+    assert cert.status == "undecided" and "tie" in cert.reason
+
+
+def test_a_start_on_a_surface_is_undecided():
+    prob = fl.Problem(X=[[1.0, 1.0], [1.0, -1.0]], y=[1.0, -1.0], loss="logistic", bias=False, train_outer=True)
+    res = fl.gradient_flow(prob, fl.Params(W=[[1.0, -1.0]], b=None, a=[0.5]), t_end=1.0)
+    cert = fl.certify(res)
+    assert cert.status == "undecided" and "starts on the surface of sample 0" in cert.reason
+    assert cert.t_certified == (0, 0) and not cert.events
+
+
+# -- the API ------------------------------------------------------------------------------------------------------
+
+def test_certify_restores_python_flints_context_and_reports(sliding_run):
+    before = (flint.ctx.prec, flint.ctx.cap)
+    cert = fl.certify(sliding_run, prec=160, order=30)
+    assert (flint.ctx.prec, flint.ctx.cap) == before
+    assert cert.prec == 160 and cert.order == 30 and cert.n_steps > 0
+    assert "certified" in repr(cert) and "slide_start" in cert.summary()
+    assert cert.widths["events"] < 1e-40
+
+
+@pytest.mark.parametrize("kwargs, name", [({"prec": 32}, "prec"), ({"prec": True}, "prec"), ({"order": 2}, "order"),
+                                          ({"time_tol": 0.0}, "time_tol"), ({"max_steps": 0}, "max_steps"),
+                                          ({"times": [-1.0]}, "times"), ({"times": ["x"]}, "times")])
+def test_bad_arguments_name_themselves(sliding_run, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fl.certify(sliding_run, **kwargs)
+    with pytest.raises(ValueError, match="result"):
+        fl.certify("not a result")
+
+
+def test_a_step_budget_ends_undecided_with_the_time_reached(sliding_run):
+    cert = fl.certify(sliding_run, max_steps=2)
+    assert cert.status == "undecided" and "max_steps" in cert.reason
+    assert 0 < cert.t_certified[0] < 3.0
