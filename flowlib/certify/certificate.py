@@ -98,21 +98,27 @@ class Certificate(Summarised):
         if self.reason:
             lines.append(f"  reason: {self.reason}")
         for e in self.events:
-            lines.append(f"  {e.kind:<11} neuron {e.neuron} sample {e.sample}: t in [{_digits(e.t[0])}, "
-                         f"{_digits(e.t[1])}]")
+            lines.append(f"  {e.kind:<11} neuron {e.neuron} sample {e.sample}: t = {_ball(e.t)}")
         for t, loss in zip(self.times, self.losses):
-            lines.append(f"  t = {t:.16g}: loss in [{_digits(loss[0])}, {_digits(loss[1])}]")
+            lines.append(f"  t = {t:.16g}: loss = {_ball(loss)}")
         if self.widths:
             lines.append(f"  widest relative enclosure: events {self.widths.get('events', 0.0):.1e}, states "
                          f"{self.widths.get('states', 0.0):.1e}")
         return "\n".join(lines)
 
 
-def _digits(x) -> str:
+def _ball(bounds) -> str:
+    """``mid +/- half-width`` of an interval, the midpoint to the digits the width allows (at most 40)."""
+    import math
+
     from mpmath import mp, nstr
 
-    with mp.workdps(40):
-        return nstr(x, 25)
+    with mp.workdps(60):
+        lo, hi = bounds
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        scale = max(abs(mid), mp.mpf(2) ** -1000)
+        digits = 40 if half == 0 else max(1, min(40, int(math.floor(-math.log10(float(half / scale)))) + 1))
+        return f"{nstr(mid, digits)} +/- {float(half):.1e}"
 
 
 def state_width(state) -> float:
