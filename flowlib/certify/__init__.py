@@ -17,6 +17,7 @@ import numpy as np
 from flowlib.certify.balls import exact, flint, working
 from flowlib.certify.certificate import Certificate, CertifiedEvent, build
 from flowlib.certify.field import BallNetwork
+from flowlib.certify.steps import Uncertain
 from flowlib.certify.walk import (Expected, Stop, apply_event, candidates, earliest, initial_configuration, match,
                                   next_step)
 
@@ -111,20 +112,20 @@ def certify(result, times=None, *, prec: int = 128, order: int | None = None, ti
     start = time.perf_counter()
     with working(prec, order + 3):
         net = BallNetwork(result.problem)
-        state = [[exact(v) for v in row] for row in result.states[0]]
+        now = Uncertain([[exact(v) for v in row] for row in result.states[0]], 0.0)
         t = exact(result.t[0])
         t_end = exact(result.t[-1])
         found, recorded, states, losses = [], [], [], []
         pending = list(times)
         status, reason, n_steps = "certified", "", 0
         try:
-            config = initial_configuration(net, state)
+            config = initial_configuration(net, now.center)
             known: dict = {}
             while True:
                 if n_steps >= max_steps:
                     raise Stop("undecided", f"max_steps = {max_steps} certified steps did not reach t_end")
                 remaining = t_end - t
-                step = next_step(net, state, config, order, prec, float(remaining.upper()))
+                step = next_step(net, now, config, order, prec, float(remaining.upper()))
                 n_steps += 1
                 final = not step.h < remaining.upper()
                 reach = remaining.upper() if final else step.h
@@ -136,14 +137,14 @@ def certify(result, times=None, *, prec: int = 128, order: int | None = None, ti
                         raise Stop("undecided", "an event lies within the enclosure of the final time")
                 if event is not None:
                     zero, key = event
-                    _record(pending, t, zero.at.lower(), step, net, recorded, states, losses)
-                    happened, state, config, known = apply_event(net, step, zero, key, t)
+                    _record(pending, t, zero.at.lower(), step, now.radius, net, recorded, states, losses)
+                    happened, now, config, known = apply_event(net, step, zero, key, t, now.radius)
                     match(happened, expected, len(found), time_tol, PROVABLE)
                     found.append(happened)
                     t = happened.t
                     continue
-                _record(pending, t, reach, step, net, recorded, states, losses, final)
-                state = step.state_at(remaining if final else step.h)
+                _record(pending, t, reach, step, now.radius, net, recorded, states, losses, final)
+                now = step.advance(remaining if final else step.h, now.radius)
                 known = {}
                 if final:
                     t = t_end
@@ -159,7 +160,8 @@ def certify(result, times=None, *, prec: int = 128, order: int | None = None, ti
                      time.perf_counter() - start)
 
 
-def _record(pending: list, t, reach, step, net, recorded: list, states: list, losses: list, final=False) -> None:
+def _record(pending: list, t, reach, step, radius: float, net, recorded: list, states: list, losses: list,
+            final=False) -> None:
     """Enclose the state and loss at the requested times inside this step's proven span ``[t, t + reach]``."""
     while pending:
         s = exact(pending[0]) - t
@@ -167,7 +169,7 @@ def _record(pending: list, t, reach, step, net, recorded: list, states: list, lo
             raise Stop("undecided", f"the requested time {pending[0]!r} falls inside the enclosure of an event time")
         if not (s.upper() <= reach if final else s.upper() < reach):
             return
-        state = step.state_at(s)
+        state = step.enclosure_at(s, radius)
         recorded.append(pending.pop(0))
         states.append(state)
         losses.append(loss(net, state))
@@ -185,7 +187,8 @@ def loss(net: BallNetwork, state):
             f += row[d + 1] * _activation(z, net.leak)
         y = net.y[i]
         if net.loss == "square":
-            total += (f - y) ** 2 / 2
+            gap = abs(f - y)
+            total += gap * gap / 2
         elif net.loss == "exp":
             total += (-y * f).exp()
         else:

@@ -93,6 +93,12 @@ def is_exact_zero(x) -> bool:
     return x.is_exact() and x.is_zero()
 
 
+def upper(x) -> float:
+    """A float proven to be at least every member of ``x`` (the ball's upper bound, rounded up)."""
+    value = float(x.upper())
+    return float(np.nextafter(value, np.inf)) if np.isfinite(value) else float("inf")
+
+
 def magnitude(x) -> float:
     """An upper bound of ``|x|`` as a float (rounded up)."""
     return float(abs(x).upper()) if x.is_finite() else float("inf")

@@ -233,6 +233,25 @@ class BallNetwork:
                 theta[j][q] += [arb(0)] * (order + 1 - len(theta[j][q]))
         return theta, lam
 
+    def moving(self, m: int) -> list:
+        """``(j, q)`` of every parameter the flow moves (``b`` only with a bias, ``a`` only when trained)."""
+        return [(j, q) for j in range(m) for q in range(self.d + 2)
+                if q < self.d or (q == self.d and self.bias) or (q == self.d + 1 and self.train_outer)]
+
+    def jacobian(self, box, config: Configuration) -> list:
+        """``J[r][c]``: the derivative of the velocity of moving parameter ``r`` along moving parameter ``c``,
+        enclosed over the box of states ``box`` (forward differentiation: series of length 2 in a direction)."""
+        arb, arb_series = flint().arb, flint().arb_series
+        moving = self.moving(len(box))
+        columns = []
+        with series_length(2):
+            for direction in moving:
+                P = [[arb_series([box[j][q], arb(1) if (j, q) == direction else arb(0)], prec=2)
+                      for q in range(self.d + 2)] for j in range(len(box))]
+                V, _ = self.field(P, config)
+                columns.append([_coefficient(V[j][q], 1) for j, q in moving])
+        return [[columns[c][r] for c in range(len(moving))] for r in range(len(moving))]
+
     def switching_coefficients(self, theta, i: int, j: int) -> list:
         """Coefficients of ``z_ij`` from the state's (``z`` is linear in the state)."""
         return [self.preactivation([c[k] for c in theta[j]], i) for k in range(len(theta[j][0]))]

@@ -11,13 +11,20 @@ For a configuration's analytic field ``F`` and a ball of states ``Theta``:
 
 The step length is first guessed from the decay of the coefficients so that the remainder is near the working
 precision, then halved until the enclosure exists and the remainder is small enough.
+
+The true state is known as an :class:`Uncertain` point: an exact centre and a Euclidean radius. A step's
+predicates (events, classification) use the Taylor model from the box around it, which holds every member; the
+next step's centre and radius come from the model through the centre alone, widened by ``e^(mu s)`` with ``mu``
+the proven logarithmic norm over ``B`` (:mod:`flowlib.certify.contraction`), so uncertainty is carried at the
+rate the flow actually separates solutions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowlib.certify.balls import flint, magnitude, span
+from flowlib.certify.balls import flint, magnitude, span, upper
+from flowlib.certify.contraction import log_norm_bound
 from flowlib.certify.field import BallNetwork, Configuration
 from flowlib.certify.models import TaylorModel
 
@@ -27,6 +34,24 @@ ENCLOSURE_PASSES = 8
 MAX_HALVINGS = 40
 #: the remainder may exceed the working epsilon (relative to the state's size) by this factor
 REMAINDER_SLACK = 2.0**12
+
+
+@dataclass(frozen=True)
+class Uncertain:
+    """The true state lies within Euclidean distance ``radius`` of the exact point ``center`` (``center[j][q]``,
+    exact balls; parameters the flow does not move are exact)."""
+
+    center: list
+    radius: float
+
+    def box(self, moving: list) -> list:
+        """A box of balls containing every such state."""
+        arb = flint().arb
+        rows = [list(row) for row in self.center]
+        if self.radius > 0:
+            for j, q in moving:
+                rows[j][q] = rows[j][q] + arb(0, self.radius)
+        return rows
 
 
 @dataclass(frozen=True)
@@ -43,6 +68,12 @@ class Step:
         The same for each held multiplier, keyed ``(j, i)``.
     box : list
         ``box[j][q]``: the a priori enclosure of each parameter over the step.
+    center : list
+        ``center[j][q]``: Taylor coefficients ``0..K`` of the solution through the exact centre.
+    mu : float
+        A proven logarithmic norm of the field over ``box``.
+    moving : list
+        ``(j, q)`` of the parameters the flow moves.
     """
 
     config: Configuration
@@ -52,6 +83,9 @@ class Step:
     lam: dict
     lam_rest: dict
     box: list
+    center: list
+    mu: float
+    moving: list
 
     def parameter(self, j: int, q: int) -> TaylorModel:
         return TaylorModel(tuple(self.theta[j][q]), self.rest[j][q])
@@ -59,6 +93,26 @@ class Step:
     def state_at(self, s) -> list:
         """An enclosure of the state at step time ``s`` (a ball inside ``[0, h]``)."""
         return [[self.parameter(j, q).value(s) for q in range(len(row))] for j, row in enumerate(self.theta)]
+
+    def advance(self, s, radius: float) -> Uncertain:
+        """The uncertain state at step time ``s``: the centre's model there, re-centred, with the radius widened by
+        ``e^(mu s)`` and by the distance from the new centre to the centre model's enclosure."""
+        arb = flint().arb
+        values = [[TaylorModel(tuple(self.center[j][q]), self.rest[j][q]).value(s) for q in range(len(row))]
+                  for j, row in enumerate(self.center)]
+        center = [[x.mid() for x in row] for row in values]  # exact
+        spread = sum((values[j][q].rad() ** 2 for j, q in self.moving), arb(0)).sqrt()  # |value - mid| <= rad
+        growth = (arb(self.mu) * s).exp() * arb(radius)
+        return Uncertain(center, upper(spread + growth))
+
+    def enclosure_at(self, s, radius: float) -> list:
+        """An enclosure of the state at step time ``s``: the box model's, narrowed by the centre's ball."""
+        box_model = self.state_at(s)
+        near = self.advance(s, radius).box(self.moving)
+        rows = []
+        for brow, nrow in zip(box_model, near):
+            rows.append([b.intersection(x) if b.overlaps(x) else b for b, x in zip(brow, nrow)])
+        return rows
 
     def switching(self, net: BallNetwork, i: int, j: int) -> TaylorModel:
         """The model of ``z_ij`` (linear in the state: its remainder follows from the parameters')."""
@@ -114,11 +168,16 @@ def _guess(theta, order: int, scale: float, eps: float) -> float:
     return best
 
 
-def certified_step(net: BallNetwork, start, config: Configuration, order: int, prec: int, h_max: float) -> Step | None:
-    """A :class:`Step` from ``start`` no longer than ``h_max``, or ``None`` when none could be certified."""
+def certified_step(net: BallNetwork, now: Uncertain, config: Configuration, order: int, prec: int,
+                   h_max: float) -> Step | None:
+    """A :class:`Step` from the uncertain state ``now`` no longer than ``h_max``, or ``None`` when none could be
+    certified."""
     arb = flint().arb
     eps = 2.0 ** -prec
+    moving = net.moving(len(now.center))
+    start = now.box(moving)
     theta, lam = net.taylor(start, config, order + 1)
+    center, _ = net.taylor(now.center, config, order + 1) if now.radius > 0 else (theta, lam)
     scale = 1.0 + max(magnitude(x) for row in start for x in row)
     h = min(h_max, 0.5 * _guess(theta, order, scale, eps))
     for _ in range(MAX_HALVINGS):
@@ -127,14 +186,15 @@ def certified_step(net: BallNetwork, start, config: Configuration, order: int, p
         if box is not None:
             try:
                 over, lam_over = net.taylor(box, config, order + 2)
+                mu = log_norm_bound(net.jacobian(box, config))
             except (ZeroDivisionError, ValueError):  # a multiplier's system is singular somewhere in the box
                 over = None
-            if over is not None:
+            if over is not None and mu < float("inf"):
                 rest = [[row[q][order + 1] for q in range(len(row))] for row in over]
                 worst = max(magnitude(r) for row in rest for r in row) * h ** (order + 1)
                 if worst <= REMAINDER_SLACK * eps * scale:
-                    return Step(config, h_ball, [[row[q][:order + 1] for q in range(len(row))] for row in theta],
-                                rest, {k: v[:order + 1] for k, v in lam.items()},
-                                {k: v[order + 1] for k, v in lam_over.items()}, box)
+                    cut = lambda rows: [[row[q][:order + 1] for q in range(len(row))] for row in rows]  # noqa: E731
+                    return Step(config, h_ball, cut(theta), rest, {k: v[:order + 1] for k, v in lam.items()},
+                                {k: v[order + 1] for k, v in lam_over.items()}, box, cut(center), mu, moving)
         h *= 0.5
     return None

@@ -175,19 +175,21 @@ def _describe(key) -> str:
     return f"the bound {'1' if key[3] > 0 else 'leak'} of neuron {key[1]}'s multiplier on sample {key[2]}"
 
 
-def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t) -> tuple:
-    """The proven event at ``zero``, the state after it, the configuration and the zeros known at its start."""
-    state = step.state_at(zero.at)
+def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t, radius: float) -> tuple:
+    """The proven event at ``zero``, the uncertain state after it, the configuration and the zeros known at its
+    start."""
+    state = step.enclosure_at(zero.at, radius)
+    after = step.advance(zero.at, radius)
     when = t + zero.at
     if key[0] == "z":
         _, j, i = key
         found, config = classify_arrival(net, state, step.config, i, j, when)
         known = {("z", j, i): (1, found.side)} if found.kind == "cross" else {}
-        return found, state, config, known
+        return found, after, config, known
     _, j, i, side = key
     config = step.config.with_side(i, j, side)
     lam = net.leak if side < 0 else flint().arb(1)
-    return Found("slide_end", j, i, side, when, lam), state, config, {("z", j, i): (2, side)}
+    return Found("slide_end", j, i, side, when, lam), after, config, {("z", j, i): (2, side)}
 
 
 def match(found: Found, expected: list, index: int, time_tol: float, provable: tuple) -> None:
@@ -213,8 +215,8 @@ def match(found: Found, expected: list, index: int, time_tol: float, provable: t
                                "(relative)")
 
 
-def next_step(net: BallNetwork, state, config, order: int, prec: int, h_max: float) -> Step:
-    step = certified_step(net, state, config, order, prec, h_max)
+def next_step(net: BallNetwork, now, config, order: int, prec: int, h_max: float) -> Step:
+    step = certified_step(net, now, config, order, prec, h_max)
     if step is None:
         raise Stop("undecided", "no step could be certified (the a priori enclosure or the remainder failed at "
                                 "every step length tried)")
