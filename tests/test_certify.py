@@ -132,6 +132,42 @@ def test_v12_hit_time_state_and_loss_enclose_the_50_digit_flow():
         assert _inside(ref.loss[-1], cert.losses[-1])
 
 
+def _slide_end_problem(seed: int):
+    """Three Gaussian points in the plane, square loss, two neurons, outer layer trained: for seed 72 (leaky ReLU,
+    leak 0.25) and 97 (ReLU) a neuron slides on a hyperplane and leaves it where its multiplier reaches a bound."""
+    rng = np.random.default_rng(seed)
+    X, y = rng.standard_normal((3, 2)), rng.standard_normal(3)
+    leak = 0.0 if seed % 2 else 0.25
+    prob = fl.Problem(X, y, loss="square", reduction="mean", activation="leaky_relu" if leak else "relu", leak=leak,
+                      bias=False, train_outer=True)
+    return prob, fl.Params(W=rng.standard_normal((2, 2)), b=None, a=rng.standard_normal(2))
+
+
+@pytest.mark.parametrize("seed, kinds", [(72, ["cross", "slide_start", "slide_end"]),
+                                         (97, ["slide_start", "cross", "slide_end"])])
+def test_a_slide_that_ends_at_its_multipliers_bound_encloses_the_50_digit_flow(seed, kinds):
+    prob, p0 = _slide_end_problem(seed)
+    res = fl.gradient_flow(prob, p0, t_end=9.0)
+    ref = fl.gradient_flow(prob, p0, t_end=9.0, dps=DPS)
+    cert = fl.certify(res, times=[9.0])
+    assert cert.status == "certified", cert.reason
+    assert [e.kind for e in cert.events] == [e.kind for e in ref.events] == kinds
+    with mp.workdps(DPS):
+        for e, t_ref in zip(cert.events, ref.events.t):
+            assert _inside(t_ref, e.t) and _relative_width(e.t, t_ref) <= 1e-12
+        start, end = cert.events[kinds.index("slide_start")], cert.events[-1]
+        bound = prob.leak if end.side < 0 else 1.0
+        # the multiplier starts inside the box and its range while held ends at the bound it reaches
+        assert prob.leak < start.multiplier[0] <= start.multiplier[1] < 1
+        lo, hi = start.multiplier_range
+        assert lo <= start.multiplier[0] and start.multiplier[1] <= hi
+        # it reaches the bound (so the range holds it) and never passes it (to the balls' rounding)
+        reached = lo if end.side < 0 else hi
+        assert abs(reached - bound) <= 1e-30, (lo, hi)
+        lo, hi = cert.states[-1]
+        assert all(lo[j, q] <= ref.states[-1][j, q] <= hi[j, q] for j, q in np.ndindex(lo.shape))
+
+
 @pytest.mark.slow
 def test_b1_os_nine_crossings_enclose_the_50_digit_flow_at_100_bits():
     prob, p0 = examples.os_logistic(m=6, n=8, d=3, scale=1e-2, seed=11)

@@ -13,8 +13,9 @@ import math
 import time
 
 import numpy as np
+from mpmath import mpf
 
-from flowlib.certify.balls import exact, flint, working
+from flowlib.certify.balls import exact, flint, interval, span, upper, working
 from flowlib.certify.certificate import Certificate, CertifiedEvent, build
 from flowlib.certify.field import BallNetwork
 from flowlib.certify.steps import Uncertain
@@ -25,6 +26,8 @@ __all__ = ["Certificate", "CertifiedEvent", "certify"]
 
 #: event kinds the walk can prove
 PROVABLE = ("cross", "slide_start", "stick", "slide_end")
+#: pieces of a step over which a held multiplier's range is enclosed
+RANGE_PIECES = 4
 
 
 def _check(result, times, prec, order, time_tol, max_steps) -> tuple:
@@ -111,68 +114,106 @@ def certify(result, times=None, *, prec: int = 128, order: int | None = None, ti
     order = max(12, prec // 4) if order is None else int(order)
     start = time.perf_counter()
     with working(prec, order + 3):
-        net = BallNetwork(result.problem)
-        now = Uncertain([[exact(v) for v in row] for row in result.states[0]], 0.0)
-        t = exact(result.t[0])
-        t_end = exact(result.t[-1])
-        found, recorded, states, losses = [], [], [], []
-        pending = list(times)
-        status, reason, n_steps = "certified", "", 0
-        try:
-            config = initial_configuration(net, now.center)
-            known: dict = {}
-            while True:
-                if n_steps >= max_steps:
-                    raise Stop("undecided", f"max_steps = {max_steps} certified steps did not reach t_end")
-                remaining = t_end - t
-                step = next_step(net, now, config, order, prec, float(remaining.upper()))
-                n_steps += 1
-                final = not step.h < remaining.upper()
-                reach = remaining.upper() if final else step.h
-                event = earliest(candidates(step, net, reach, known), t)
-                if event is not None and final and not event[0].at.upper() < remaining.lower():
-                    if event[0].at.lower() > remaining.upper():
-                        event = None
-                    else:
-                        raise Stop("undecided", "an event lies within the enclosure of the final time")
-                if event is not None:
-                    zero, key = event
-                    _record(pending, t, zero.at.lower(), step, now.radius, net, recorded, states, losses)
-                    happened, now, config, known = apply_event(net, step, zero, key, t, now.radius)
-                    match(happened, expected, len(found), time_tol, PROVABLE)
-                    found.append(happened)
-                    t = happened.t
-                    continue
-                _record(pending, t, reach, step, now.radius, net, recorded, states, losses, final)
-                now = step.advance(remaining if final else step.h, now.radius)
-                known = {}
-                if final:
-                    t = t_end
-                    break
-                t = t + step.h
-            if len(found) < len(expected):
-                e = expected[len(found)]
-                raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} "
-                                       "does not happen: the proven flow reaches t_end without it")
-        except Stop as stop:
-            status, reason = stop.status, stop.reason
-        return build(status, reason, t, found, recorded, states, losses, prec, order, n_steps,
+        walk = Walk(BallNetwork(result.problem), result.states[0], result.t[0], result.t[-1], times, expected,
+                    order, prec, time_tol)
+        status, reason = walk.run(max_steps)
+        return build(status, reason, walk.t, walk.found, walk.recorded, walk.states,
+                     [loss(walk.net, state) for state in walk.states], prec, order, walk.n_steps,
                      time.perf_counter() - start)
 
 
-def _record(pending: list, t, reach, step, radius: float, net, recorded: list, states: list, losses: list,
-            final=False) -> None:
-    """Enclose the state and loss at the requested times inside this step's proven span ``[t, t + reach]``."""
-    while pending:
-        s = exact(pending[0]) - t
-        if s.lower() < 0:
-            raise Stop("undecided", f"the requested time {pending[0]!r} falls inside the enclosure of an event time")
-        if not (s.upper() <= reach if final else s.upper() < reach):
-            return
-        state = step.enclosure_at(s, radius)
-        recorded.append(pending.pop(0))
-        states.append(state)
-        losses.append(loss(net, state))
+class Walk:
+    """The certifying walk's state: where it is (an uncertain state at a time ball, in a configuration), what it
+    proved (events, enclosures at the requested times, the multipliers' ranges while held) and what it expects."""
+
+    def __init__(self, net: BallNetwork, state0, t0, t1, times: list, expected: list, order: int, prec: int,
+                 time_tol: float):
+        self.net, self.order, self.prec, self.time_tol = net, order, prec, time_tol
+        self.now = Uncertain([[exact(v) for v in row] for row in state0], 0.0)
+        self.t, self.t_end = exact(t0), exact(t1)
+        self.expected, self.pending = expected, list(times)
+        self.found, self.recorded, self.states = [], [], []
+        self.held: dict = {}  # (j, i) -> the Found that started holding it (its multiplier range grows)
+        self.leak = interval(net.leak)[0]
+        self.known: dict = {}
+        self.config = None
+        self.n_steps = 0
+
+    def run(self, max_steps: int) -> tuple:
+        """Walk to the end of the span: ``(status, reason)``."""
+        try:
+            self.config = initial_configuration(self.net, self.now.center)
+            while not self.advance():
+                if self.n_steps >= max_steps:
+                    raise Stop("undecided", f"max_steps = {max_steps} certified steps did not reach t_end")
+            if len(self.found) < len(self.expected):
+                e = self.expected[len(self.found)]
+                raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} "
+                                       "does not happen: the proven flow reaches t_end without it")
+            return "certified", ""
+        except Stop as stop:
+            return stop.status, stop.reason
+
+    def advance(self) -> bool:
+        """One certified step, to its end or to the event inside it; True once the end of the span is reached."""
+        remaining = self.t_end - self.t
+        step = next_step(self.net, self.now, self.config, self.order, self.prec, upper(remaining))
+        self.n_steps += 1
+        final = not step.h < remaining.upper()
+        reach = remaining.upper() if final else step.h
+        event = earliest(candidates(step, self.net, reach, self.known), self.t)
+        if event is not None and final and not event[0].at.upper() < remaining.lower():
+            if not event[0].at.lower() > remaining.upper():
+                raise Stop("undecided", "an event lies within the enclosure of the final time")
+            event = None
+        if event is not None:
+            zero, key = event
+            self.record(step, zero.at.lower())
+            self.track_multipliers(step, zero.at.upper())
+            happened, self.now, self.config, self.known = apply_event(self.net, step, zero, key, self.t,
+                                                                      self.now.radius)
+            match(happened, self.expected, len(self.found), self.time_tol, PROVABLE)
+            self.found.append(happened)
+            self.t = happened.t
+            if happened.kind == "slide_end":
+                self.held.pop((happened.neuron, happened.sample), None)
+            elif happened.side == 0:
+                happened.multiplier_range = interval(happened.multiplier)
+                self.held[(happened.neuron, happened.sample)] = happened
+            return False
+        self.record(step, reach, final)
+        self.track_multipliers(step, reach)
+        self.now = step.advance(remaining if final else step.h, self.now.radius)
+        self.known = {}
+        self.t = self.t_end if final else self.t + step.h
+        return final
+
+    def record(self, step, reach, final: bool = False) -> None:
+        """Enclose the state at the requested times inside this step's proven span ``[t, t + reach]``."""
+        while self.pending:
+            s = exact(self.pending[0]) - self.t
+            if s.lower() < 0:
+                raise Stop("undecided", f"the requested time {self.pending[0]!r} falls inside the enclosure of an "
+                                        "event time")
+            if not (s.upper() <= reach if final else s.upper() < reach):
+                return
+            self.recorded.append(self.pending.pop(0))
+            self.states.append(step.enclosure_at(s, self.now.radius))
+
+    def track_multipliers(self, step, reach) -> None:
+        """Widen each held surface's multiplier range by the multiplier's enclosure over ``[0, reach]`` (in
+        ``RANGE_PIECES`` pieces, against the overestimation of one wide interval), within ``[leak, 1]``, which the
+        step proved it does not leave before ``reach``."""
+        arb = flint().arb
+        for key, event in self.held.items():
+            model = step.multiplier(*key)
+            lo, hi = event.multiplier_range
+            for k in range(RANGE_PIECES):
+                piece = span(reach * arb(k) / RANGE_PIECES, reach * arb(k + 1) / RANGE_PIECES)
+                low, high = interval(model.value(piece))
+                lo, hi = min(lo, low), max(hi, high)
+            # proven: the multiplier did not reach a bound before the step's end
+            event.multiplier_range = (max(lo, self.leak), min(hi, mpf(1)))
 
 
 def loss(net: BallNetwork, state):

@@ -26,6 +26,9 @@ class CertifiedEvent:
         ``(lo, hi)``: the event time lies in ``[lo, hi]``.
     multiplier : tuple of mpf or None
         ``(lo, hi)`` enclosing the Filippov multiplier at the event (held surfaces), else ``None``.
+    multiplier_range : tuple of mpf or None
+        For ``slide_start`` and ``stick``: ``(lo, hi)`` enclosing every value of the multiplier while the surface
+        is held (to its ``slide_end`` or to the end of the walk), else ``None``.
     """
 
     kind: str
@@ -34,6 +37,7 @@ class CertifiedEvent:
     side: int
     t: tuple
     multiplier: tuple | None = None
+    multiplier_range: tuple | None = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -98,7 +102,9 @@ class Certificate(Summarised):
         if self.reason:
             lines.append(f"  reason: {self.reason}")
         for e in self.events:
-            lines.append(f"  {e.kind:<11} neuron {e.neuron} sample {e.sample}: t = {_ball(e.t)}")
+            held = "" if e.multiplier_range is None else (f"; multiplier in [{float(e.multiplier_range[0]):.6g}, "
+                                                           f"{float(e.multiplier_range[1]):.6g}] while held")
+            lines.append(f"  {e.kind:<11} neuron {e.neuron} sample {e.sample}: t = {_ball(e.t)}{held}")
         for t, loss in zip(self.times, self.losses):
             lines.append(f"  t = {t:.16g}: loss = {_ball(loss)}")
         if self.widths:
@@ -138,8 +144,9 @@ def build(status: str, reason: str, t_certified, found: list, times: list, state
     import numpy as np
 
     with working(prec, 2):
-        events = tuple(CertifiedEvent(e.kind, e.neuron, e.sample, e.side, enclosure(e.t),
-                                      None if e.multiplier is None else enclosure(e.multiplier)) for e in found)
+        optional = lambda ball: None if ball is None else enclosure(ball)  # noqa: E731
+        events = tuple(CertifiedEvent(e.kind, e.neuron, e.sample, e.side, enclosure(e.t), optional(e.multiplier),
+                                      e.multiplier_range) for e in found)
         widths = {"events": max((relative_width(e.t) for e in found), default=0.0),
                   "states": max((state_width(s) for s in states), default=0.0)}
         packed = []

@@ -179,7 +179,8 @@ def certified_step(net: BallNetwork, now: Uncertain, config: Configuration, orde
     theta, lam = net.taylor(start, config, order + 1)
     center, _ = net.taylor(now.center, config, order + 1) if now.radius > 0 else (theta, lam)
     scale = 1.0 + max(magnitude(x) for row in start for x in row)
-    h = min(h_max, 0.5 * _guess(theta, order, scale, eps))
+    h = 0.5 * _guess(theta, order, scale, eps)
+    h = h_max if h >= 0.5 * h_max else h  # never leave a sliver: the end of the span is a ball
     for _ in range(MAX_HALVINGS):
         h_ball = arb(h)
         box = enclosure(net, start, config, h_ball)

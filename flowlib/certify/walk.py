@@ -37,9 +37,11 @@ class Stop(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@dataclass
 class Found:
-    """A proven event: ``kind``, the surface, the side entered (0 when held), its time and multiplier."""
+    """A proven event: ``kind``, the surface, the side entered (0 when held), its time and multiplier; for an event
+    that starts holding a surface, the range ``(lo, hi)`` (exact mpf) of the multiplier while it is held, grown step
+    by step (kept as endpoints: a wide ball's radius carries only about 30 bits)."""
 
     kind: str
     neuron: int
@@ -47,6 +49,7 @@ class Found:
     side: int
     t: object
     multiplier: object = None
+    multiplier_range: object = None
 
 
 @dataclass
