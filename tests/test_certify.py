@@ -280,3 +280,23 @@ def test_a_step_budget_ends_undecided_with_the_time_reached(sliding_run):
     cert = fl.certify(sliding_run, max_steps=2)
     assert cert.status == "undecided" and "max_steps" in cert.reason
     assert 0 < cert.t_certified[0] < 3.0
+
+
+# -- the validation report's certified variants --------------------------------------------------------------------
+
+def test_certified_variants_agree_with_a_right_reference_and_not_with_a_wrong_one(sliding_run):
+    from flowlib.validation import certified
+
+    with mp.workdps(DPS):
+        hit = fl.gradient_flow(*examples.sliding_two_points(), t_end=3.0, dps=DPS).events.t[0]
+        text, ok, data = certified.hit_time(sliding_run, hit, 1e-30)
+        assert ok and text.startswith("certified") and data["closed_form_offset"] < 1e-30
+        assert not certified.hit_time(sliding_run, hit + mpf("1e-20"), 1e-30)[1]
+    prob, p0 = examples.gd_rate_network(0.3, 0.8, -0.2, 0.4)
+    res = fl.gradient_flow(prob, p0, t_end=10.0)
+    with mp.workdps(DPS):
+        kinks = seed000_closed_form((0.3, 0.8, -0.2, 0.4), 10.0)[2]
+    text, ok, _ = certified.kink_times(res, kinks)
+    assert ok and "each holding the closed-form kink time" in text
+    with mp.workdps(DPS):
+        assert not certified.kink_times(res, {k: v * (1 + mpf("1e-25")) for k, v in kinks.items()})[1]

@@ -17,7 +17,7 @@ def dummy_claims():
         fig, ax = ctx.figure()
         ax.plot([0, 1], [0, 1])
         return core.Outcome(measured=2.0, bound=2.0, passed=True, detail="counted", plots=[ctx.save(fig, "zz-pass")],
-                            data={"value": 2.0})
+                            data={"value": 2.0}, certified="proven: 2 in [2, 2]")
 
     @core.claim("zz-fail", "Theorem 9", "a bound that fails", expect="paper-wrong")
     def failing(ctx):
@@ -44,11 +44,13 @@ def test_statuses_and_report(dummy_claims, tmp_path):
     md, js = runner.write_report(records, tmp_path, quick=True, wall_s=1.0)
     text = md.read_text()
     assert "**1 passed, 1 failed, 1 errors, 1 skipped.**" in text
-    assert "| `zz-fail` | Theorem 9 | a bound that fails | 0.5 | >= 1 | fail (paper-wrong) |" in text
+    assert "| `zz-fail` | Theorem 9 | a bound that fails | 0.5 | >= 1 | fail (paper-wrong) | - |" in text
+    assert "| `zz-pass` | Lemma 0 | 1 + 1 = 2 | 2 | 2 | pass | proven: 2 in [2, 2] |" in text
     assert "![zz-pass](zz-pass.png)" in text
     data = json.loads(js.read_text())
     assert data["counts"] == {"pass": 1, "fail": 1, "error": 1, "skipped": 1}
     assert data["claims"][0]["data"] == {"value": 2.0} and data["versions"]["flowlib"]
+    assert data["claims"][0]["certified"] == "proven: 2 in [2, 2]" and data["claims"][1]["certified"] == ""
     assert data["claims"][0]["versions"]["numba"] and data["claims"][0]["runtime_s"] >= 0
 
 

@@ -82,6 +82,9 @@ class Outcome:
         File names (in :attr:`Context.out`) of the figures written, from :meth:`Context.save`.
     data : dict
         Further numbers for ``report.json`` (JSON-serialisable).
+    certified : str
+        What :func:`flowlib.certify` proved for this claim's instance, in a few words (the report's "certified"
+        column); empty where the claim has no certified variant.
     """
 
     measured: float | str
@@ -90,6 +93,7 @@ class Outcome:
     detail: str = ""
     plots: list = field(default_factory=list)
     data: dict = field(default_factory=dict)
+    certified: str = ""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ class Record:
     data: dict = field(default_factory=dict)
     runtime_s: float = 0.0
     versions: dict = field(default_factory=dict)
+    certified: str = ""
 
 
 def load_claims() -> dict:
@@ -84,6 +85,7 @@ def run_claim(claim_id: str, quick: bool, out: str, seed: int = 0) -> Record:
         record.status = "pass" if outcome.passed else "fail"
         record.measured, record.bound = _plain(outcome.measured), _plain(outcome.bound)
         record.detail, record.plots, record.data = outcome.detail, list(outcome.plots), _plain(outcome.data)
+        record.certified = outcome.certified
     except Exception as exc:  # a claim that crashes is reported, never hides the others
         record.detail = f"{type(exc).__name__}: {exc}\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])
     record.runtime_s = time.perf_counter() - tick
@@ -165,11 +167,14 @@ def write_report(records, out, *, quick: bool, wall_s: float) -> tuple:
              f"**{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
              f"{counts['skipped']} skipped.** Claims marked *paper-wrong* are stated wrongly in the paper (see "
              "docs/design.md, Validation rationale); their row tests the corrected statement.", "",
-             "| claim | reference | statement | measured | bound | status | time |", "|---|---|---|---|---|---|---|"]
+             "The *certified* column says what `flowlib.certify` proved in ball arithmetic for the claim's instance "
+             "(docs/design.md, Certified trajectories), where the claim has a certified variant.", "",
+             "| claim | reference | statement | measured | bound | status | certified | time |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in records:
         status = r.status if r.expect == "holds" else f"{r.status} (paper-wrong)"
         lines.append(f"| `{r.id}` | {_cell(r.reference)} | {_cell(r.statement)} | {_cell(r.measured)} | "
-                     f"{_cell(r.bound)} | {status} | {r.runtime_s:.1f} s |")
+                     f"{_cell(r.bound)} | {status} | {_cell(r.certified) or '-'} | {r.runtime_s:.1f} s |")
     for r in records:
         lines += ["", f"## `{r.id}`: {r.reference}", "", r.statement, ""]
         if r.detail:

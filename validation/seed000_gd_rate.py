@@ -126,9 +126,10 @@ def margin_rate_claim(ctx: Context) -> Outcome:
     ratio = numbers["two_kink_flow_constant"] / numbers["two_kink_closed_form_K"]
     frozen = numbers["two_kink_gd_frozen_numerator"]
     s_star = numbers["zero_bias_S_star"]
+    certified_text, certified_ok, numbers["certified"] = _certified_kinks()
     passed = (abs(ratio - 1) <= 1e-10 and 1e-6 <= abs(frozen) <= 1e-4
               and abs(numbers["zero_bias_flow_constant"] / s_star - 1) <= 1e-9
-              and abs(numbers["zero_bias_gd_constant"] / s_star - 1) <= 1e-3)
+              and abs(numbers["zero_bias_gd_constant"] / s_star - 1) <= 1e-3 and certified_ok)
     return Outcome(
         measured=f"flow K ratio {ratio:.12f}; GD numerator {frozen:.6e}",
         bound="K ratio 1 +- 1e-10; GD numerator in [1e-6, 1e-4]; S* shared to 1e-3",
@@ -138,7 +139,20 @@ def margin_rate_claim(ctx: Context) -> Outcome:
                 f"freezes (v1 + u2)/2 = {frozen:.9e} (x* ln t = {numbers['two_kink_gd_constant']:.4e}). Zero bias: "
                 f"x* (ln t + (w1 - w2)/2) = {numbers['zero_bias_flow_constant']:.12f} (flow, t = 1e300), "
                 f"{numbers['zero_bias_gd_constant']:.6f} (GD) against S* = {s_star}."),
-        plots=[Path(numbers["plot"]).name], data=numbers)
+        plots=[Path(numbers["plot"]).name], data=numbers, certified=certified_text)
+
+
+def _certified_kinks() -> tuple:
+    """The float64 flow from ``TWO_KINKS`` to ``t = 1e4``, certified: its two sticks at the closed-form kink times
+    ``t_v = -e^{-v2(0)} sinh v1(0)`` and ``t_u = e^{u1(0)} sinh u2(0)`` (docs/design.md, Reference values)."""
+    from flowlib.validation import certified
+
+    prob, p0 = examples.gd_rate_network(*TWO_KINKS)
+    res = fl.gradient_flow(prob, p0, 1e4)
+    with mp.workdps(60):
+        w1, b1, w2, b2 = (mp.mpf(v) for v in TWO_KINKS)
+        kinks = {(0, 0): -mp.exp(-(w2 - b2)) * mp.sinh(w1 - b1), (1, 1): mp.exp(w1 + b1) * mp.sinh(w2 + b2)}
+    return certified.kink_times(res, kinks)
 
 
 # ==================================================================================================================

@@ -400,6 +400,9 @@ def three_point_stuck(ctx: Context) -> Outcome:
               and len(escaped) >= len(unbalanced) / 2 and all(r["sign_flips"] > 0 for r in escaped)
               and all(r["sign_flips"] == 0 for r in stuck))
 
+    certified_text, certified_ok, certified_data = _certified_plateau(ctx.quick)
+    passed = passed and certified_ok
+
     mp_gap = mp_target_gap = None
     if not ctx.quick:  # the plateau below float64's resolution: mpmath flow, 30 digits, m = 5
         import mpmath as mp
@@ -467,7 +470,25 @@ def three_point_stuck(ctx: Context) -> Outcome:
         plots=plots,
         data={"runs": runs, "worst_gap": worst_gap, "escaped": len(escaped), "unbalanced": len(unbalanced),
               "L_star": L_star, "m": m, "t_end": t_end, "mp_gap_t2000": mp_gap,
-              "mp_gap_to_exact_limit": mp_target_gap})
+              "mp_gap_to_exact_limit": mp_target_gap, "certified": certified_data},
+        certified=certified_text)
+
+
+def _certified_plateau(quick: bool) -> tuple:
+    """The float64 flow of ``three_points(5, 1e-3, seed=0)`` certified to ``t = 200`` (quick) or 400: the loss there
+    lies within 1e-15 (quick) or 1e-27 of the exact OLS loss of the float64 labels (three crossings and a stick
+    first)."""
+    import mpmath as mp
+
+    from flowlib.validation import certified
+
+    t, bound = (200.0, 1e-15) if quick else (400.0, 1e-27)
+    prob, p0 = examples.three_points(5, 1e-3, seed=0)
+    res = fl.gradient_flow(prob, p0, t)
+    target = ols_loss_exact(prob.y, Fraction(1, prob.n))
+    with mp.workdps(60):
+        limit = mp.mpf(target.numerator) / target.denominator
+    return certified.loss_limit(res, t, limit, bound)
 
 
 # ===== Theorem 2's "for any x in R^2" (paper-wrong) ==============================================================
@@ -614,6 +635,10 @@ def sliding_v10(ctx: Context) -> Outcome:
                  and abs(single["T_flow"] - cf["T"]) <= 1e-10 and abs(single["multiplier"] - 0.4) <= 1e-12
                  and abs(single["a_final"] / cf["a"] - 1) <= 1e-10 and single["w_final_rel_error"] <= 1e-10
                  and single["on_ray"] <= 1e-14)
+    from flowlib.validation import certified
+
+    certified_text, certified_ok, single["certified"] = certified.hit_time(res1, cf["T"], 1e-10)
+    single_ok = single_ok and certified_ok
 
     # --- the ensemble: every sliding event against the multiplier's closed form --------------------------------
     m = 40 if ctx.quick else 400
@@ -750,7 +775,8 @@ def sliding_v10(ctx: Context) -> Outcome:
                 f"an independent run: 1.2e-3, 1.2e-4."),
         plots=plots,
         data={"single": single, "ensemble": ensemble, "chatter": chatter, "chatter_cos_slope": cos_slope,
-              "distance_slope": dist_slope, "median_cos": {str(k): v for k, v in median_cos.items()}})
+              "distance_slope": dist_slope, "median_cos": {str(k): v for k, v in median_cos.items()}},
+        certified=certified_text)
 
 
 def main(argv=None) -> int:
