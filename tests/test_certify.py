@@ -12,6 +12,7 @@ from mpmath import mp, mpf
 import flowlib as fl
 from flowlib import examples
 from flowlib.result import EventLog
+from flowlib.validation.seed000_gd_rate import two_block_closed_form
 from tests.oracles import exact
 
 flint = pytest.importorskip("flint")
@@ -35,36 +36,6 @@ SEED000 = ((1.0, 0.0, -0.5, 0.0), (2.8, 0.0, -0.3, 0.0), (1.0, 0.2, -1.0, 0.3), 
            (1.0, 0.0, 0.5, 1.0), (2.0, 3.0, -2.0, 3.1), (0.3, 0.8, -0.2, 0.4))
 
 
-def _block(lead, other, t):
-    """One block of the closed form in the v orientation: ``lead`` (``v1``) hits 0 when negative and sticks, while
-    ``other`` (``v2``) keeps ``e^{-other}`` growing linearly. Returns ``(lead(t), other(t), t_hit or None)``."""
-    if lead < 0:
-        t_hit = -mp.exp(-other) * mp.sinh(lead)
-        total = lead + other
-        if t <= t_hit:
-            gap = mp.log(mp.exp(lead - other) + 2 * t)
-            return (total + gap) / 2, (total - gap) / 2, t_hit
-        return mpf(0), -mp.log(mp.exp(-total) + (t - t_hit)), t_hit
-    return lead, -mp.log(mp.exp(-other) + t), None
-
-
-def seed000_closed_form(theta0, t):
-    """State ``((w1, b1), (w2, b2))`` at ``t`` and the kink times ``{(neuron, sample): t}`` (docs/design.md,
-    *Reference values derived for the checks*)."""
-    w1, b1, w2, b2 = (mpf(v) for v in theta0)
-    t = mpf(t)
-    v1, v2, t_v = _block(w1 - b1, w2 - b2, t)
-    # the u block is the v block under (v1, v2) -> (-u2, -u1)
-    m_u2, m_u1, t_u = _block(-(w2 + b2), -(w1 + b1), t)
-    u1, u2 = -m_u1, -m_u2
-    kinks = {}
-    if t_v is not None:
-        kinks[(0, 0)] = t_v
-    if t_u is not None:
-        kinks[(1, 1)] = t_u
-    return ((u1 + v1) / 2, (u1 - v1) / 2), ((u2 + v2) / 2, (u2 - v2) / 2), kinks
-
-
 @pytest.mark.parametrize("theta0", SEED000)
 def test_seed000_kink_times_and_states_enclose_the_closed_form(theta0):
     prob, p0 = examples.gd_rate_network(*theta0)
@@ -73,7 +44,7 @@ def test_seed000_kink_times_and_states_enclose_the_closed_form(theta0):
     assert cert.status == "certified", cert.reason
     with mp.workdps(DPS):
         for t, (lo, hi), (loss_lo, loss_hi) in zip(cert.times, cert.states, cert.losses):
-            first, second, kinks = seed000_closed_form(theta0, t)
+            first, second, kinks = two_block_closed_form(theta0, t)
             neurons = (first, second)
             for j, (w, b) in enumerate(neurons):
                 assert _inside(w, (lo[j, 0], hi[j, 0])) and _inside(b, (lo[j, 1], hi[j, 1]))
@@ -86,7 +57,7 @@ def test_seed000_kink_times_and_states_enclose_the_closed_form(theta0):
             f = [max(-w1 + b1, 0) - max(-w2 + b2, 0), max(w1 + b1, 0) - max(w2 + b2, 0)]
             loss = (mp.exp(f[0]) + mp.exp(-f[1])) / 2
             assert _inside(loss, (loss_lo, loss_hi)) and _relative_width((loss_lo, loss_hi), loss) <= 1e-12
-        kinks = seed000_closed_form(theta0, res.t[-1])[2]
+        kinks = two_block_closed_form(theta0, res.t[-1])[2]
         assert {(e.neuron, e.sample): e.kind for e in cert.events} == {key: "stick" for key in kinks}
         for e in cert.events:
             t_kink = kinks[(e.neuron, e.sample)]
@@ -295,8 +266,8 @@ def test_certified_variants_agree_with_a_right_reference_and_not_with_a_wrong_on
     prob, p0 = examples.gd_rate_network(0.3, 0.8, -0.2, 0.4)
     res = fl.gradient_flow(prob, p0, t_end=10.0)
     with mp.workdps(DPS):
-        kinks = seed000_closed_form((0.3, 0.8, -0.2, 0.4), 10.0)[2]
+        kinks = two_block_closed_form((0.3, 0.8, -0.2, 0.4), 10.0)[2]
     text, ok, _ = certified.kink_times(res, kinks)
-    assert ok and "each holding the closed-form kink time" in text
+    assert ok and "the enclosures hold the closed-form kink times" in text
     with mp.workdps(DPS):
         assert not certified.kink_times(res, {k: v * (1 + mpf("1e-25")) for k, v in kinks.items()})[1]

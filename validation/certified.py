@@ -35,9 +35,10 @@ def _relative(bounds, scale) -> float:
         return float((bounds[1] - bounds[0]) / abs(scale))
 
 
-def kink_times(res, closed_form: dict) -> tuple:
+def kink_times(res, closed_form: dict, final_state=None) -> tuple:
     """Seed 000's two-kink flow: every stick's time enclosure holds the closed-form kink time (``closed_form``:
-    ``{(neuron, sample): mpf}``) and is narrower than 1e-12 relative."""
+    ``{(neuron, sample): mpf}``) and is narrower than 1e-12 relative; with ``final_state`` (nested lists of mpf,
+    packed), the state's enclosure at the result's final time holds it too, each entry to 1e-12 relative."""
     if not available():
         return MISSING, True, {}
     cert = fl.certify(res, prec=PREC)
@@ -46,9 +47,14 @@ def kink_times(res, closed_form: dict) -> tuple:
         ok = (cert.certified and set(found) == set(closed_form)
               and all(found[k].t[0] <= closed_form[k] <= found[k].t[1]
                       and _relative(found[k].t, closed_form[k]) <= 1e-12 for k in closed_form))
+        if final_state is not None and cert.certified:
+            lo, hi = cert.states[-1]
+            ok = ok and all(lo[j, q] <= value <= hi[j, q] and _relative((lo[j, q], hi[j, q]), max(1, abs(value)))
+                            <= 1e-12 for j, row in enumerate(final_state) for q, value in enumerate(row))
     parts = [f"{e.kind} of neuron {e.neuron} at t = {ball(e.t, 20)}" for e in cert.events]
+    held = "the closed-form kink times" + ("" if final_state is None else " and final state")
     text = (f"{cert.status} to t = {float(cert.t_certified[0]):g} in {cert.wall_s:.1f} s: " + "; ".join(parts)
-            + (", each holding the closed-form kink time" if ok else f" (closed form NOT enclosed) {cert.reason}"))
+            + (f"; the enclosures hold {held}" if ok else f" ({held} NOT enclosed) {cert.reason}"))
     return text, ok, {"status": cert.status, "seconds": cert.wall_s,
                       "kinks": {f"{k}": [str(found[k].t[0]), str(found[k].t[1])] for k in found}}
 

@@ -142,17 +142,44 @@ def margin_rate_claim(ctx: Context) -> Outcome:
         plots=[Path(numbers["plot"]).name], data=numbers, certified=certified_text)
 
 
+def _block(lead, other, t):
+    """One block of the closed form, in the orientation of ``(v1, v2)``: ``lead`` hits 0 when it starts negative and
+    sticks there, while ``e^{-other}`` grows linearly. Returns ``(lead(t), other(t), hit time or None)``."""
+    if lead < 0:
+        t_hit = -mp.exp(-other) * mp.sinh(lead)
+        total = lead + other
+        if t <= t_hit:
+            gap = mp.log(mp.exp(lead - other) + 2 * t)
+            return (total + gap) / 2, (total - gap) / 2, t_hit
+        return mp.mpf(0), -mp.log(mp.exp(-total) + (t - t_hit)), t_hit
+    return lead, -mp.log(mp.exp(-other) + t), None
+
+
+def two_block_closed_form(theta0, t) -> tuple:
+    """The closed-form flow of the two-neuron network from ``theta0 = (w1, b1, w2, b2)`` with ``u1 > 0 > v2``
+    (docs/design.md, Reference values derived for the checks), at the working precision of mpmath: the state
+    ``((w1, b1), (w2, b2))`` at ``t`` and the kink times ``{(neuron, sample): t}`` (``v1`` reaches 0 on sample 0
+    for neuron 0, ``u2`` on sample 1 for neuron 1)."""
+    w1, b1, w2, b2 = (mp.mpf(v) for v in theta0)
+    t = mp.mpf(t)
+    v1, v2, t_v = _block(w1 - b1, w2 - b2, t)
+    m_u2, m_u1, t_u = _block(-(w2 + b2), -(w1 + b1), t)  # the u block is the v block under (v1, v2) -> (-u2, -u1)
+    u1, u2 = -m_u1, -m_u2
+    kinks = {key: value for key, value in (((0, 0), t_v), ((1, 1), t_u)) if value is not None}
+    return ((u1 + v1) / 2, (u1 - v1) / 2), ((u2 + v2) / 2, (u2 - v2) / 2), kinks
+
+
 def _certified_kinks() -> tuple:
     """The float64 flow from ``TWO_KINKS`` to ``t = 1e4``, certified: its two sticks at the closed-form kink times
-    ``t_v = -e^{-v2(0)} sinh v1(0)`` and ``t_u = e^{u1(0)} sinh u2(0)`` (docs/design.md, Reference values)."""
+    and its state at ``t = 1e4`` around the closed-form state."""
     from flowlib.validation import certified
 
     prob, p0 = examples.gd_rate_network(*TWO_KINKS)
     res = fl.gradient_flow(prob, p0, 1e4)
     with mp.workdps(60):
-        w1, b1, w2, b2 = (mp.mpf(v) for v in TWO_KINKS)
-        kinks = {(0, 0): -mp.exp(-(w2 - b2)) * mp.sinh(w1 - b1), (1, 1): mp.exp(w1 + b1) * mp.sinh(w2 + b2)}
-    return certified.kink_times(res, kinks)
+        first, second, kinks = two_block_closed_form(TWO_KINKS, 1e4)
+        state = [[first[0], first[1], mp.mpf(1)], [second[0], second[1], mp.mpf(-1)]]
+    return certified.kink_times(res, kinks, state)
 
 
 # ==================================================================================================================

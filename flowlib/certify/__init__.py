@@ -129,7 +129,8 @@ class Walk:
     def __init__(self, net: BallNetwork, state0, t0, t1, times: list, expected: list, order: int, prec: int,
                  time_tol: float):
         self.net, self.order, self.prec, self.time_tol = net, order, prec, time_tol
-        self.now = Uncertain([[exact(v) for v in row] for row in state0], 0.0)
+        exact_state = [[exact(v) for v in row] for row in state0]
+        self.now = Uncertain(exact_state, 0.0, exact_state)
         self.t, self.t_end = exact(t0), exact(t1)
         self.expected, self.pending = expected, list(times)
         self.found, self.recorded, self.states = [], [], []
@@ -170,8 +171,7 @@ class Walk:
             zero, key = event
             self.record(step, zero.at.lower())
             self.track_multipliers(step, zero.at.upper())
-            happened, self.now, self.config, self.known = apply_event(self.net, step, zero, key, self.t,
-                                                                      self.now.radius)
+            happened, self.now, self.config, self.known = apply_event(self.net, step, zero, key, self.t, self.now)
             match(happened, self.expected, len(self.found), self.time_tol, PROVABLE)
             self.found.append(happened)
             self.t = happened.t
@@ -183,7 +183,7 @@ class Walk:
             return False
         self.record(step, reach, final)
         self.track_multipliers(step, reach)
-        self.now = step.advance(remaining if final else step.h, self.now.radius)
+        self.now = step.advance(remaining if final else step.h, self.now)
         self.known = {}
         self.t = self.t_end if final else self.t + step.h
         return final
@@ -198,7 +198,7 @@ class Walk:
             if not (s.upper() <= reach if final else s.upper() < reach):
                 return
             self.recorded.append(self.pending.pop(0))
-            self.states.append(step.enclosure_at(s, self.now.radius))
+            self.states.append(step.enclosure_at(s, self.now))
 
     def track_multipliers(self, step, reach) -> None:
         """Widen each held surface's multiplier range by the multiplier's enclosure over ``[0, reach]`` (in

@@ -83,6 +83,11 @@ class BallNetwork:
         self.bias = problem.bias
         self.train_outer = problem.train_outer
         self.decay = exact(problem.weight_decay)
+        self.has_decay = problem.weight_decay != 0
+        self.minus_y = [-v for v in self.y]
+        self.minus_cy = [-self.c * v for v in self.y]
+        self.support = [[q for q in range(self.d) if not self.x[i][q].is_zero()] for i in range(self.n)]
+        self._plan = None
 
     # -- pieces of the field -----------------------------------------------------------------------------------
 
@@ -104,54 +109,56 @@ class BallNetwork:
         if self.loss == LOSS_SQUARE:
             return (f - y) * self.c
         if self.loss == LOSS_EXP:
-            return (f * (-y)).exp() * (-self.c * y)
-        return (-self.c * y) / ((f * y).exp() + 1)
+            return (f * self.minus_y[i]).exp() * self.minus_cy[i]
+        return self.minus_cy[i] / ((f * y).exp() + 1)
 
-    def multipliers(self, P, G, Z, config: Configuration, j: int) -> list:
+    def plan(self, config: Configuration, m: int) -> "_Plan":
+        """The pairs that enter the field under ``config`` (the last plan is kept: a walk asks for one
+        configuration many times in a row)."""
+        if self._plan is None or self._plan[0] is not config or self._plan[1] != m:
+            self._plan = (config, m, _Plan.of(self, config, m))
+        return self._plan[2]
+
+    def multipliers(self, P, G, Z, config: Configuration, j: int, plan: "_Plan") -> list:
         """Slopes of neuron ``j``'s held surfaces that make their normal velocities vanish (Gaussian elimination
         with partial pivoting on the constant terms; the systems have one row per held surface)."""
         H = config.held[j]
         a = P[j][self.d + 1]
         rhs = []
         for r in H:
-            total = Z[r][j] * self.decay
-            for k in range(self.n):
-                if k in H or self.gram[k][r].is_zero():
+            total = Z[(r, j)] * self.decay if self.has_decay else None
+            for k, s in plan.sides[j]:
+                if self.gram[k][r].is_zero():
                     continue
-                s = self.slope(config, k, j)
-                if s.is_zero():
-                    continue
-                total = total + G[k] * (s * self.gram[k][r])
-            rhs.append(total * a)
+                term = G[k] * (s * self.gram[k][r])
+                total = term if total is None else total + term
+            rhs.append((0 * a if total is None else total) * a)
         M = [[(G[c] * a) * (-self.gram[c][r]) for c in H] for r in H]
         return _solve(M, rhs)
 
     def residuals(self, P, config: Configuration):
-        """The switching functions ``Z[i][j]``, the residual weights ``G[i]`` and the held multipliers
-        ``lam[(j, i)]`` of parameters ``P[j] = (w_j, b_j, a_j)`` (numbers or series)."""
-        d, n, m = self.d, self.n, len(P)
-        Z = [[self.preactivation(P[j], i) for j in range(m)] for i in range(n)]
+        """The switching functions ``Z[(i, j)]`` of the pairs that enter the field, the residual weights ``G[i]``
+        and the held multipliers ``lam[(j, i)]`` of parameters ``P[j] = (w_j, b_j, a_j)`` (numbers or series)."""
+        d, m = self.d, len(P)
+        plan = self.plan(config, m)
+        Z = {pair: self.preactivation(P[pair[1]], pair[0]) for pair in plan.needed}
         G = []
-        for i in range(n):
+        for i, terms in enumerate(plan.output):
             f = None
-            for j in range(m):
-                s = None if config.is_held(i, j) else self.slope(config, i, j)
-                if s is not None and s.is_zero():
-                    continue
-                term = P[j][d + 1] * Z[i][j] if s is None or s == 1 else P[j][d + 1] * Z[i][j] * s
+            for j, s in terms:
+                term = P[j][d + 1] * Z[(i, j)] if s is None else P[j][d + 1] * Z[(i, j)] * s
                 f = term if f is None else f + term
             G.append(self.loss_derivative(0 * P[0][0] if f is None else f, i))
         lam = {}
-        for j in config.held:
-            if config.held[j]:
-                lam.update({(j, i): value for i, value in zip(config.held[j], self.multipliers(P, G, Z, config, j))})
+        for j in plan.held_neurons:
+            lam.update(zip(((j, i) for i in config.held[j]), self.multipliers(P, G, Z, config, j, plan)))
         return Z, G, lam
 
     def normal_velocity(self, P, config: Configuration, i: int, j: int):
         """``d z_ij / dt = -a_j sum_k G_k s_kj <n_k, n_i> - decay z_ij``, summed over the exact Gram matrix so that
         a structural zero (orthogonal normals, zero slopes) stays an exact zero."""
         Z, G, lam = self.residuals(P, config)
-        total = Z[i][j] * (-self.decay)
+        total = self.preactivation(P[j], i) * (-self.decay)
         for k in range(self.n):
             s = lam[(j, k)] if (j, k) in lam else self.slope(config, k, j)
             if self.gram[k][i].is_zero() or (s.is_zero() and s.is_exact()):
@@ -170,31 +177,30 @@ class BallNetwork:
         lam : dict
             ``lam[(j, i)]``: the multiplier of every held pair.
         """
-        d, n, m = self.d, self.n, len(P)
+        d, m = self.d, len(P)
+        plan = self.plan(config, m)
         Z, G, lam = self.residuals(P, config)
         V = []
         for j in range(m):
             w_dot = [None] * d
             b_dot = a_dot = None
-            for i in range(n):
-                s = lam[(j, i)] if (j, i) in lam else self.slope(config, i, j)
-                if not config.is_held(i, j) and s.is_zero():
-                    continue
-                q = G[i] * s if config.is_held(i, j) or s != 1 else G[i]
-                for k in range(d):
-                    if not self.x[i][k].is_zero():
-                        term = q * self.x[i][k]
-                        w_dot[k] = term if w_dot[k] is None else w_dot[k] + term
+            for i, s in plan.velocity[j]:
+                q = G[i] * lam[(j, i)] if s == "held" else (G[i] if s is None else G[i] * s)
+                for k in self.support[i]:
+                    term = q * self.x[i][k]
+                    w_dot[k] = term if w_dot[k] is None else w_dot[k] + term
                 if self.bias:
                     b_dot = q if b_dot is None else b_dot + q
                 if self.train_outer:
-                    term = G[i] * Z[i][j] if config.is_held(i, j) or s == 1 else G[i] * Z[i][j] * s
+                    term = G[i] * Z[(i, j)] if s is None or s == "held" else G[i] * Z[(i, j)] * s
                     a_dot = term if a_dot is None else a_dot + term
             a = P[j][d + 1]
             zero = 0 * P[j][0]
-            row = [-(a * (zero if v is None else v)) - P[j][k] * self.decay for k, v in enumerate(w_dot)]
-            row.append(-(a * (zero if b_dot is None else b_dot)) - P[j][d] * self.decay if self.bias else None)
-            row.append(-(zero if a_dot is None else a_dot) - a * self.decay if self.train_outer else None)
+            row = [-(a * (zero if v is None else v)) for v in w_dot]
+            row.append(-(a * (zero if b_dot is None else b_dot)) if self.bias else None)
+            row.append(-(zero if a_dot is None else a_dot) if self.train_outer else None)
+            if self.has_decay:
+                row = [None if v is None else v - P[j][k] * self.decay for k, v in enumerate(row)]
             V.append(row)
         return V, lam
 
@@ -255,6 +261,42 @@ class BallNetwork:
     def switching_coefficients(self, theta, i: int, j: int) -> list:
         """Coefficients of ``z_ij`` from the state's (``z`` is linear in the state)."""
         return [self.preactivation([c[k] for c in theta[j]], i) for k in range(len(theta[j][0]))]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The pairs of one configuration that enter the field, with their slopes (``None`` for slope 1, ``"held"`` for
+    a multiplier): pairs with slope 0 (the inactive side of a ReLU) drop out of everything."""
+
+    output: tuple          # output[i]: (j, s) of the terms of f_i (held pairs with slope 1: z = 0 on the surface)
+    velocity: tuple        # velocity[j]: (i, s) of the samples that move neuron j
+    sides: tuple           # sides[j]: (i, s) of neuron j's samples that are not held and not of slope 0 (s a ball)
+    needed: tuple          # the pairs (i, j) whose z enters
+    held_neurons: tuple
+
+    @classmethod
+    def of(cls, net: "BallNetwork", config: Configuration, m: int) -> "_Plan":
+        one = flint().arb(1)
+        output, velocity, sides, needed = [[] for _ in range(net.n)], [[] for _ in range(m)], [[] for _ in range(m)], []
+        for i in range(net.n):
+            for j in range(m):
+                if config.is_held(i, j):
+                    output[i].append((j, None))
+                    velocity[j].append((i, "held"))
+                    needed.append((i, j))
+                    continue
+                s = net.slope(config, i, j)
+                if s.is_zero():
+                    continue
+                slope = None if s == one else s
+                output[i].append((j, slope))
+                velocity[j].append((i, slope))
+                sides[j].append((i, s))
+                needed.append((i, j))
+        for j in config.held:
+            needed += [(i, j) for i in config.held[j] if (i, j) not in needed]
+        return cls(tuple(map(tuple, output)), tuple(map(tuple, velocity)), tuple(map(tuple, sides)), tuple(needed),
+                   tuple(j for j in sorted(config.held) if config.held[j]))
 
 
 def _coefficient(series, k: int):

@@ -38,20 +38,30 @@ REMAINDER_SLACK = 2.0**12
 
 @dataclass(frozen=True)
 class Uncertain:
-    """The true state lies within Euclidean distance ``radius`` of the exact point ``center`` (``center[j][q]``,
-    exact balls; parameters the flow does not move are exact)."""
+    """What is known of the true state: it lies in the box ``cell`` (``cell[j][q]``, balls) and within Euclidean
+    distance ``radius`` of the exact point ``center``. The box keeps each parameter's own scale (small neurons stay
+    known to their own relative precision); the ball follows the flow's actual rate of separation (no wrapping);
+    each bounds the other."""
 
     center: list
     radius: float
+    cell: list
 
     def box(self, moving: list) -> list:
-        """A box of balls containing every such state."""
+        """A box of balls containing the true state: the cell, narrowed by the ball on each moved parameter."""
         arb = flint().arb
-        rows = [list(row) for row in self.center]
-        if self.radius > 0:
+        rows = [list(row) for row in self.cell]
+        if self.radius < float("inf"):
             for j, q in moving:
-                rows[j][q] = rows[j][q] + arb(0, self.radius)
+                near = self.center[j][q] + arb(0, self.radius) if self.radius > 0 else self.center[j][q]
+                rows[j][q] = _meet(rows[j][q], near)
         return rows
+
+
+def _meet(a, b):
+    """The intersection of two balls that both contain the true value (``a`` should they not overlap, which would be
+    a defect: it is never narrower than what is proven)."""
+    return a.intersection(b) if a.overlaps(b) else a
 
 
 @dataclass(frozen=True)
@@ -94,25 +104,21 @@ class Step:
         """An enclosure of the state at step time ``s`` (a ball inside ``[0, h]``)."""
         return [[self.parameter(j, q).value(s) for q in range(len(row))] for j, row in enumerate(self.theta)]
 
-    def advance(self, s, radius: float) -> Uncertain:
-        """The uncertain state at step time ``s``: the centre's model there, re-centred, with the radius widened by
-        ``e^(mu s)`` and by the distance from the new centre to the centre model's enclosure."""
+    def advance(self, s, now: Uncertain) -> Uncertain:
+        """What is known at step time ``s`` from what was known at its start (``now``): the box model's value, and
+        the centre's model there, re-centred, with the radius widened by ``e^(mu s)`` and by the distance from the
+        new centre to the centre model's enclosure."""
         arb = flint().arb
         values = [[TaylorModel(tuple(self.center[j][q]), self.rest[j][q]).value(s) for q in range(len(row))]
                   for j, row in enumerate(self.center)]
         center = [[x.mid() for x in row] for row in values]  # exact
         spread = sum((values[j][q].rad() ** 2 for j, q in self.moving), arb(0)).sqrt()  # |value - mid| <= rad
-        growth = (arb(self.mu) * s).exp() * arb(radius)
-        return Uncertain(center, upper(spread + growth))
+        growth = (arb(self.mu) * s).exp() * arb(now.radius)
+        return Uncertain(center, upper(spread + growth), self.state_at(s))
 
-    def enclosure_at(self, s, radius: float) -> list:
-        """An enclosure of the state at step time ``s``: the box model's, narrowed by the centre's ball."""
-        box_model = self.state_at(s)
-        near = self.advance(s, radius).box(self.moving)
-        rows = []
-        for brow, nrow in zip(box_model, near):
-            rows.append([b.intersection(x) if b.overlaps(x) else b for b, x in zip(brow, nrow)])
-        return rows
+    def enclosure_at(self, s, now: Uncertain) -> list:
+        """An enclosure of the state at step time ``s``."""
+        return self.advance(s, now).box(self.moving)
 
     def switching(self, net: BallNetwork, i: int, j: int) -> TaylorModel:
         """The model of ``z_ij`` (linear in the state: its remainder follows from the parameters')."""

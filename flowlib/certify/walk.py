@@ -178,11 +178,11 @@ def _describe(key) -> str:
     return f"the bound {'1' if key[3] > 0 else 'leak'} of neuron {key[1]}'s multiplier on sample {key[2]}"
 
 
-def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t, radius: float) -> tuple:
+def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t, now) -> tuple:
     """The proven event at ``zero``, the uncertain state after it, the configuration and the zeros known at its
     start."""
-    state = step.enclosure_at(zero.at, radius)
-    after = step.advance(zero.at, radius)
+    after = step.advance(zero.at, now)
+    state = after.box(step.moving)
     when = t + zero.at
     if key[0] == "z":
         _, j, i = key
