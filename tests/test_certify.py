@@ -271,3 +271,57 @@ def test_certified_variants_agree_with_a_right_reference_and_not_with_a_wrong_on
     assert ok and "the enclosures hold the closed-form kink times" in text
     with mp.workdps(DPS):
         assert not certified.kink_times(res, {k: v * (1 + mpf("1e-25")) for k, v in kinks.items()})[1]
+
+
+# -- random small problems: never a crash, never a rejected log of flowlib's own flow, every certificate right -----
+
+def _random_problem(seed: int):
+    """A small random problem of any loss, activation, bias and trained outer layer (the stress family)."""
+    rng = np.random.default_rng(seed)
+    n, d, m = rng.integers(2, 6), rng.integers(1, 4), rng.integers(1, 4)
+    loss = ["exp", "logistic", "square"][seed % 3]
+    leak = [0.0, 0.2][(seed // 3) % 2]
+    bias, outer = bool(rng.integers(0, 2)), bool(rng.integers(0, 2))
+    X = rng.standard_normal((n, d))
+    y = np.where(rng.standard_normal(n) >= 0, 1.0, -1.0) if loss != "square" else rng.standard_normal(n)
+    prob = fl.Problem(X, y, loss=loss, reduction="mean", activation="leaky_relu" if leak else "relu", leak=leak,
+                      bias=bias, train_outer=outer)
+    return prob, fl.Params(W=rng.standard_normal((m, d)), b=rng.standard_normal(m) if bias else None,
+                           a=rng.standard_normal(m))
+
+
+@pytest.mark.slow
+def test_random_small_flows_are_certified_right_or_stop_undecided():
+    statuses = []
+    for seed in range(12):
+        prob, p0 = _random_problem(seed)
+        res = fl.gradient_flow(prob, p0, t_end=4.0)
+        cert = fl.certify(res, max_steps=3000)
+        statuses.append(cert.status)
+        assert cert.status in ("certified", "undecided"), (seed, cert.reason)
+        if cert.status != "certified":
+            continue
+        ref = fl.gradient_flow(prob, p0, t_end=4.0, dps=DPS)
+        assert sorted((e.kind, e.neuron, e.sample) for e in cert.events) == \
+            sorted((e.kind, e.neuron, e.sample) for e in ref.events), seed
+        with mp.workdps(DPS):
+            times = {(e.neuron, e.sample, e.kind): t for e, t in zip(ref.events, ref.events.t)}
+            assert all(_inside(times[(e.neuron, e.sample, e.kind)], e.t) for e in cert.events), seed
+            lo, hi = cert.states[-1]
+            assert all(lo[j, q] <= ref.states[-1][j, q] <= hi[j, q] for j, q in np.ndindex(lo.shape)), seed
+    assert statuses.count("certified") >= 10
+
+
+def test_crossing_a_hyperplane_that_two_samples_share():
+    """One dimension, no bias: the surfaces of both samples are w = 0, crossed at one instant (proportional
+    switching functions, one proven zero), and the log's two crossings at that instant match."""
+    prob, p0 = _random_problem(11)
+    assert prob.d == 1 and not prob.bias
+    res = fl.gradient_flow(prob, p0, t_end=4.0)
+    ref = fl.gradient_flow(prob, p0, t_end=4.0, dps=DPS)
+    cert = fl.certify(res)
+    assert cert.status == "certified", cert.reason
+    assert [(e.kind, e.neuron, e.sample) for e in cert.events] == [("cross", 0, 0), ("cross", 0, 1)]
+    assert cert.events[0].t == cert.events[1].t
+    with mp.workdps(DPS):
+        assert all(_inside(t, cert.events[0].t) for t in ref.events.t)

@@ -162,7 +162,7 @@ class Walk:
         self.n_steps += 1
         final = not step.h < remaining.upper()
         reach = remaining.upper() if final else step.h
-        event = earliest(candidates(step, self.net, reach, self.known), self.t)
+        event = earliest(candidates(step, self.net, reach, self.known), self.t, self.net)
         if event is not None and final and not event[0].at.upper() < remaining.lower():
             if not event[0].at.lower() > remaining.upper():
                 raise Stop("undecided", "an event lies within the enclosure of the final time")
@@ -173,13 +173,14 @@ class Walk:
             self.track_multipliers(step, zero.at.upper())
             happened, self.now, self.config, self.known = apply_event(self.net, step, zero, key, self.t, self.now)
             match(happened, self.expected, len(self.found), self.time_tol, PROVABLE)
-            self.found.append(happened)
-            self.t = happened.t
-            if happened.kind == "slide_end":
-                self.held.pop((happened.neuron, happened.sample), None)
-            elif happened.side == 0:
-                happened.multiplier_range = interval(happened.multiplier)
-                self.held[(happened.neuron, happened.sample)] = happened
+            self.found += happened
+            self.t = happened[0].t
+            for event in happened:
+                if event.kind == "slide_end":
+                    self.held.pop((event.neuron, event.sample), None)
+                elif event.side == 0:
+                    event.multiplier_range = interval(event.multiplier)
+                    self.held[(event.neuron, event.sample)] = event
             return False
         self.record(step, reach, final)
         self.track_multipliers(step, reach)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flowlib.certify.balls import exact, flint, series_length
+from flowlib.certify.balls import exact, flint, is_exact_zero, series_length
 from flowlib.problem import Problem
 
 LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = "exp", "logistic", "square"
@@ -33,10 +33,15 @@ class Configuration:
         ``side[i][j]``: +1 (active, slope 1) or -1 (inactive, slope ``leak``); ignored for held pairs.
     held : dict
         ``held[j]``: the samples whose surfaces neuron ``j`` stays on (a tuple, possibly empty).
+    stuck : frozenset
+        Pairs ``(i, j)`` that sit on their surface with the slope of their ``side`` because that side's field has
+        no normal component there, structurally (an exact zero): a stick on a hyperplane that several samples
+        share, where no multipliers can be solved for.
     """
 
     side: tuple
     held: dict = field(default_factory=dict)
+    stuck: frozenset = frozenset()
 
     def is_held(self, i: int, j: int) -> bool:
         return i in self.held.get(j, ())
@@ -48,13 +53,17 @@ class Configuration:
         held = dict(self.held)
         if i in held.get(j, ()):
             held[j] = tuple(k for k in held[j] if k != i)
-        return Configuration(tuple(tuple(row) for row in rows), held)
+        return Configuration(tuple(tuple(row) for row in rows), held, self.stuck - {(i, j)})
+
+    def with_stuck(self, pairs) -> "Configuration":
+        """The configuration with ``pairs`` (``(i, j)``) stuck on their current sides."""
+        return Configuration(self.side, self.held, self.stuck | frozenset(pairs))
 
     def with_held(self, i: int, j: int) -> "Configuration":
         """The configuration with pair ``(j, i)`` held."""
         held = dict(self.held)
         held[j] = tuple(held.get(j, ())) + (i,)
-        return Configuration(self.side, held)
+        return Configuration(self.side, held, self.stuck)
 
     def held_pairs(self) -> list:
         """``(j, i)`` for every held pair, in a fixed order."""
@@ -238,6 +247,13 @@ class BallNetwork:
             for q in range(self.d + 2):
                 theta[j][q] += [arb(0)] * (order + 1 - len(theta[j][q]))
         return theta, lam
+
+    def parallel(self, i: int, k: int) -> bool:
+        """The normals of samples ``i`` and ``k`` are exactly parallel (every 2 x 2 minor an exact zero): their
+        surfaces are one hyperplane for every neuron. The data are float64, so the minors are exact at the working
+        precision."""
+        u, v = self.normal[i], self.normal[k]
+        return all(is_exact_zero(u[p] * v[q] - u[q] * v[p]) for p in range(len(u)) for q in range(p + 1, len(u)))
 
     def moving(self, m: int) -> list:
         """``(j, q)`` of every parameter the flow moves (``b`` only with a bias, ``a`` only when trained)."""

@@ -133,6 +133,11 @@ def candidates(step: Step, net: BallNetwork, span_end, known: dict) -> list:
             if step.config.is_held(i, j):
                 continue
             model = step.switching(net, i, j)
+            if (i, j) in step.config.stuck:
+                if not (all(is_exact_zero(c) for c in model.coeffs) and is_exact_zero(model.remainder)):
+                    raise Stop("undecided", f"neuron {j}, stuck on the surface of sample {i}, is no longer held "
+                                            "there by a structural zero")
+                continue
             start = None
             if ("z", j, i) in known:
                 mu, sign = known[("z", j, i)]
@@ -157,30 +162,45 @@ def candidates(step: Step, net: BallNetwork, span_end, known: dict) -> list:
     return found
 
 
-def earliest(found: list, t) -> tuple | None:
-    """The proven earliest zero, separated from every other candidate; ``None`` when there is none."""
+def earliest(found: list, t, net: BallNetwork) -> tuple | None:
+    """The proven earliest zero, separated from every other candidate; ``None`` when there is none.
+
+    Candidates that cannot be separated from it are accepted only when they are the same hyperplane: surfaces of
+    the same neuron whose normals are exactly parallel (duplicate samples, antipodal ones or any two in one
+    dimension without a bias) have proportional switching functions, hence the same zero. The key is then
+    ``("zs", j, samples)``.
+    """
     if not found:
         return None
     found = sorted(found, key=lambda item: item[0].at.lower())
     zero, key = found[0]
     if not zero.proven:
         raise Stop("undecided", f"cannot decide whether {_describe(key)} is reached near t = {t + zero.at}")
+    together = [key]
     for other, other_key in found[1:]:
-        if not other.at.lower() > zero.at.upper():
-            raise Stop("undecided", f"{_describe(key)} and {_describe(other_key)} are reached at times that "
-                                    f"cannot be separated (near t = {t + zero.at})")
+        if other.at.lower() > zero.at.upper():
+            continue
+        if key[0] == other_key[0] == "z" and key[1] == other_key[1] and net.parallel(key[2], other_key[2]):
+            together.append(other_key)
+            continue
+        raise Stop("undecided", f"{_describe(key)} and {_describe(other_key)} are reached at times that "
+                                f"cannot be separated (near t = {t + zero.at})")
+    if len(together) > 1:
+        return zero, ("zs", key[1], tuple(k[2] for k in together))
     return zero, key
 
 
 def _describe(key) -> str:
+    if key[0] == "zs":
+        return f"the hyperplane of neuron {key[1]} shared by samples {list(key[2])}"
     if key[0] == "z":
         return f"the surface of neuron {key[1]} and sample {key[2]}"
     return f"the bound {'1' if key[3] > 0 else 'leak'} of neuron {key[1]}'s multiplier on sample {key[2]}"
 
 
 def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t, now) -> tuple:
-    """The proven event at ``zero``, the uncertain state after it, the configuration and the zeros known at its
-    start."""
+    """The proven events at ``zero`` (a list: several when one hyperplane holds several samples' surfaces), the
+    uncertain state after them, the configuration and the zeros known at the start of the next step."""
     after = step.advance(zero.at, now)
     state = after.box(step.moving)
     when = t + zero.at
@@ -188,34 +208,67 @@ def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t, now) -> tuple:
         _, j, i = key
         found, config = classify_arrival(net, state, step.config, i, j, when)
         known = {("z", j, i): (1, found.side)} if found.kind == "cross" else {}
-        return found, after, config, known
+        return [found], after, config, known
+    if key[0] == "zs":
+        events, config = classify_shared_crossing(net, state, step.config, key[2], key[1], when)
+        return events, after, config, {("z", e.neuron, e.sample): (1, e.side) for e in events}
     _, j, i, side = key
     config = step.config.with_side(i, j, side)
     lam = net.leak if side < 0 else flint().arb(1)
-    return Found("slide_end", j, i, side, when, lam), after, config, {("z", j, i): (2, side)}
+    return [Found("slide_end", j, i, side, when, lam)], after, config, {("z", j, i): (2, side)}
 
 
-def match(found: Found, expected: list, index: int, time_tol: float, provable: tuple) -> None:
-    """Compare the proven event with the log's event ``index``; a mismatch rejects the log."""
-    if index >= len(expected):
-        raise Stop("rejected", f"the flow has a {found.kind} of neuron {found.neuron} on sample {found.sample} at "
-                               f"t = {found.t}, which the log does not have (it ends earlier)")
-    e = expected[index]
-    if e.kind not in provable:
-        raise Stop("undecided", f"the log's next event is a {e.kind} (neuron {e.neuron}, sample {e.sample}, "
-                                f"t = {e.t!r}), a kind certify cannot prove")
-    if (e.kind, e.neuron, e.sample) != (found.kind, found.neuron, found.sample):
-        raise Stop("rejected", f"the flow's next event is a {found.kind} of neuron {found.neuron} on sample "
-                               f"{found.sample} at t = {found.t}; the log has a {e.kind} of neuron {e.neuron} on "
+def classify_shared_crossing(net: BallNetwork, state, config: Configuration, samples: tuple, j: int, t) -> tuple:
+    """Neuron ``j`` reaches one hyperplane that is the surface of several samples (parallel normals): it crosses
+    when the field with every one of them on its far side still moves it through (the normal velocity along the
+    first sample's normal keeps its sign); anything else is undecided (sliding there has no unique multipliers)."""
+    lead = samples[0]
+    side = config.side[lead][j]
+    here, _ = normal_velocity(net, state, config, lead, j)
+    flipped = config
+    for i in samples:
+        flipped = flipped.with_side(i, j, -config.side[i][j])
+    there, _ = normal_velocity(net, state, flipped, lead, j)
+    if decided_sign(here) == -side and decided_sign(there) == -side:
+        return [Found("cross", j, i, -config.side[i][j], t) for i in samples], flipped
+    if decided_sign(here) == -side and is_exact_zero(there):
+        # the far side has no normal component, structurally: the neuron stays on the hyperplane with the far
+        # side's slopes (the minimal-norm choice), for as long as that zero stays exact
+        stuck = flipped.with_stuck((i, j) for i in samples)
+        return [Found("stick", j, i, 0, t, net.slope(flipped, i, j)) for i in samples], stuck
+    raise Stop("undecided", f"neuron {j} reaches the hyperplane shared by samples {list(samples)} at t = {t} and "
+                            "neither provably crosses it nor sticks there structurally (a slide on dependent normals "
+                            "cannot be certified yet)")
+
+
+def match(found: list, expected: list, index: int, time_tol: float, provable: tuple) -> None:
+    """Compare the proven events (one, or several at one instant) with the log's events from ``index`` (events at
+    one instant in any order); a mismatch rejects the log."""
+    for k, e in enumerate(expected[index:index + len(found)]):
+        if e.kind not in provable:
+            raise Stop("undecided", f"the log's next event is a {e.kind} (neuron {e.neuron}, sample {e.sample}, "
+                                    f"t = {e.t!r}), a kind certify cannot prove")
+    first = found[0]
+    if index + len(found) > len(expected):
+        raise Stop("rejected", f"the flow has a {first.kind} of neuron {first.neuron} on sample {first.sample} at "
+                               f"t = {first.t}, which the log does not have (it ends earlier)")
+    logged = expected[index:index + len(found)]
+    mine = sorted((f.kind, f.neuron, f.sample) for f in found)
+    if sorted((e.kind, e.neuron, e.sample) for e in logged) != mine:
+        e = logged[0]
+        raise Stop("rejected", f"the flow's next event is a {first.kind} of neuron {first.neuron} on sample "
+                               f"{first.sample} at t = {first.t}; the log has a {e.kind} of neuron {e.neuron} on "
                                f"sample {e.sample} at t = {e.t!r}")
-    if e.side != found.side:
-        raise Stop("rejected", f"the {e.kind} of neuron {e.neuron} on sample {e.sample} enters side {found.side}, "
-                               f"the log says {e.side}")
-    gap = abs(found.t - e.t)
-    if not gap.lower() <= time_tol * max(1.0, abs(e.t)):
-        raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} lies "
-                               f"outside the proven enclosure {found.t} by more than time_tol = {time_tol:g} "
-                               "(relative)")
+    sides = {(f.neuron, f.sample): f.side for f in found}
+    for e in logged:
+        if e.side != sides[(e.neuron, e.sample)]:
+            raise Stop("rejected", f"the {e.kind} of neuron {e.neuron} on sample {e.sample} enters side "
+                                   f"{sides[(e.neuron, e.sample)]}, the log says {e.side}")
+        gap = abs(first.t - e.t)
+        if not gap.lower() <= time_tol * max(1.0, abs(e.t)):
+            raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} "
+                                   f"lies outside the proven enclosure {first.t} by more than time_tol = "
+                                   f"{time_tol:g} (relative)")
 
 
 def next_step(net: BallNetwork, now, config, order: int, prec: int, h_max: float) -> Step:
