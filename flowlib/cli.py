@@ -1,6 +1,7 @@
 """Command line: ``flowlib validate`` (check the papers' claims, write a report), ``flowlib run CONFIG`` (a run
 configuration: results and plots), ``flowlib bench`` (the peer benchmarks), ``flowlib demo`` (integrate a shipped
-example, print its events, write a plot), ``flowlib warmup`` (compile every kernel once, announced stage by stage) and ``flowlib info`` (versions and Numba
+example, print its events, write a plot), ``flowlib certify RESULT`` (prove a saved flow in ball arithmetic),
+``flowlib warmup`` (compile every kernel once, announced stage by stage) and ``flowlib info`` (versions and Numba
 settings)."""
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ def _demo(args) -> int:
     saved = res.save(out / f"{args.example}.npz")
     print(f"\nwrote {figure} and {saved}")
     return 0 if res.success else 1
+
+
+def _certify(args) -> int:
+    import flowlib as fl
+
+    result = fl.load(args.result)
+    if not isinstance(result, fl.FlowResult):
+        raise ValueError(f"{args.result}: certify needs a saved gradient_flow result, got {type(result).__name__}")
+    cert = fl.certify(result, times=args.times, prec=args.prec, order=args.order, time_tol=args.time_tol)
+    print(cert.summary())
+    return 0 if cert.certified else 1
 
 
 def _info(args) -> int:
@@ -132,6 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "repository (flowlib bench --help)")
     sub.add_parser("validate", add_help=False, help="check the source papers' claims; writes report.md, "
                                                     "report.json and plots (flowlib validate --help)")
+    cert = sub.add_parser("certify", help="prove a saved flow (a .npz from res.save or flowlib demo) in ball "
+                                          "arithmetic: event-time and state enclosures, or why not (needs "
+                                          "python-flint); exit status 0 certified, 1 rejected or undecided")
+    cert.add_argument("result", help="a saved FlowResult (.npz)")
+    cert.add_argument("--prec", type=_positive_int, default=128, help="working precision in bits (default 128)")
+    cert.add_argument("--order", type=_positive_int, default=None, help="Taylor order (default prec / 4)")
+    cert.add_argument("--times", type=float, nargs="+", default=None,
+                      help="times at which to enclose the state and the loss (default: the final time)")
+    cert.add_argument("--time-tol", type=float, default=1e-9,
+                      help="relative distance beyond which a logged event time rejects the log (default 1e-9)")
+    cert.set_defaults(run=_certify)
     warm = sub.add_parser("warmup", help="compile every kernel once, stage by stage (cached on disk: later "
                                          "processes only load them)")
     warm.add_argument("--jobs", type=_positive_int, default=None,

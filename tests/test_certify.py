@@ -101,6 +101,8 @@ def test_v12_hit_time_state_and_loss_enclose_the_50_digit_flow():
             assert lo[j, q] <= final[j, q] <= hi[j, q]
             assert hi[j, q] - lo[j, q] <= 1e-12 * scale
         assert _inside(ref.loss[-1], cert.losses[-1])
+    # an mpmath result is certified the same way (its mpf initial state is taken exactly)
+    assert fl.certify(ref).certified
 
 
 def _slide_end_problem(seed: int):
@@ -325,3 +327,16 @@ def test_crossing_a_hyperplane_that_two_samples_share():
     assert cert.events[0].t == cert.events[1].t
     with mp.workdps(DPS):
         assert all(_inside(t, cert.events[0].t) for t in ref.events.t)
+
+
+def test_the_command_line_certifies_a_saved_flow(sliding_run, tmp_path, capsys):
+    from flowlib.cli import main
+
+    path = sliding_run.save(tmp_path / "v12.npz")
+    assert main(["certify", str(path), "--times", "1.0", "3.0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("certificate: certified to t = 3") and "slide_start neuron 0 sample 1" in out
+    assert main(["certify", str(path), "--time-tol", "1e-30"]) == 1  # the float64 log's time is off by ~1e-16
+    assert "rejected" in capsys.readouterr().out
+    assert main(["certify", str(path), "--prec", "8"]) == 2
+    assert "prec must be" in capsys.readouterr().err
