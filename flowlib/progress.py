@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Values of :attr:`Progress.kind`.
-KINDS = ("flow", "descent", "ensemble")
+KINDS = ("flow", "descent", "ensemble", "certify")
 
 
 @dataclass(frozen=True)
@@ -20,8 +20,9 @@ class Progress:
 
     Attributes
     ----------
-    kind : {"flow", "descent", "ensemble"}
-        Which runner calls: the flow (float64 or ``dps=``), gradient descent or SGD, or an ensemble (either method).
+    kind : {"flow", "descent", "ensemble", "certify"}
+        Which runner calls: the flow (float64 or ``dps=``), gradient descent or SGD, an ensemble (either method), or
+        :func:`flowlib.certify` (after every certified step; ``done`` is the time proven so far).
     done : float or int
         How far the run has come: the flow time ``t`` reached (always ``t`` itself, also with the log clock;
         ``inf`` past float64's largest number), the index ``k`` of the current iterate, or the members computed.

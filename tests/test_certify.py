@@ -340,3 +340,14 @@ def test_the_command_line_certifies_a_saved_flow(sliding_run, tmp_path, capsys):
     assert "rejected" in capsys.readouterr().out
     assert main(["certify", str(path), "--prec", "8"]) == 2
     assert "prec must be" in capsys.readouterr().err
+
+
+def test_progress_reaches_the_callback_and_a_true_return_stops_the_walk(sliding_run):
+    seen = []
+    cert = fl.certify(sliding_run, callback=seen.append)
+    assert cert.certified and len(seen) == cert.n_steps - 1 and {p.kind for p in seen} == {"certify"}
+    assert all(0 < p.done < p.total == 3.0 for p in seen) and seen[-1].events == 1
+    stopped = fl.certify(sliding_run, callback=lambda progress: progress.steps >= 3)
+    assert stopped.status == "interrupted" and stopped.n_steps == 3 and 0 < stopped.t_certified[0] < 3.0
+    with pytest.raises(ValueError, match="callback"):
+        fl.certify(sliding_run, callback=42)

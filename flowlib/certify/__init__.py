@@ -19,6 +19,7 @@ from flowlib.certify.balls import exact, flint, interval, span, upper, working
 from flowlib.certify.certificate import Certificate, CertifiedEvent, build
 from flowlib.certify.field import BallNetwork
 from flowlib.certify.steps import Uncertain
+from flowlib.progress import check_callback, report
 from flowlib.certify.walk import (Expected, Stop, apply_event, candidates, earliest, initial_configuration, match,
                                   next_step)
 
@@ -62,7 +63,7 @@ def _check(result, times, prec, order, time_tol, max_steps) -> tuple:
 
 
 def certify(result, times=None, *, prec: int = 128, order: int | None = None, time_tol: float = 1e-9,
-            max_steps: int = 100_000) -> Certificate:
+            max_steps: int = 100_000, callback=None) -> Certificate:
     """Prove a computed flow: enclose its event times, and its state and loss at ``times``, or say where and why
     that is not possible.
 
@@ -81,13 +82,17 @@ def certify(result, times=None, *, prec: int = 128, order: int | None = None, ti
         A logged event time farther than ``time_tol * max(1, |t|)`` from its proven enclosure rejects the log.
     max_steps : int
         Budget of certified steps.
+    callback : callable, optional
+        Called as ``callback(progress)`` with a :class:`~flowlib.Progress` (kind ``"certify"``) after every
+        certified step; a true return value stops the walk as Ctrl-C does.
 
     Returns
     -------
     Certificate
-        ``status`` ``"certified"``, ``"rejected"`` (the log disagrees with what was proven) or ``"undecided"``
-        (with the reason and the time up to which everything is proven). A certificate is never issued for a
-        trajectory that was not proven.
+        ``status`` ``"certified"``, ``"rejected"`` (the log disagrees with what was proven), ``"undecided"``
+        (with the reason and the time up to which everything is proven) or ``"interrupted"`` (Ctrl-C or the
+        callback; everything before ``t_certified`` stays proven). A certificate is never issued for a trajectory
+        that was not proven.
 
     Raises
     ------
@@ -110,13 +115,14 @@ def certify(result, times=None, *, prec: int = 128, order: int | None = None, ti
     True
     """
     times, expected = _check(result, times, prec, order, time_tol, max_steps)
+    check_callback(callback)
     flint()
     order = max(12, prec // 4) if order is None else int(order)
     start = time.perf_counter()
     with working(prec, order + 3):
         walk = Walk(BallNetwork(result.problem), result.states[0], result.t[0], result.t[-1], times, expected,
                     order, prec, time_tol)
-        status, reason = walk.run(max_steps)
+        status, reason = walk.run(max_steps, callback)
         return build(status, reason, walk.t, walk.found, walk.recorded, walk.states,
                      [loss(walk.net, state) for state in walk.states], prec, order, walk.n_steps,
                      time.perf_counter() - start)
@@ -140,13 +146,16 @@ class Walk:
         self.config = None
         self.n_steps = 0
 
-    def run(self, max_steps: int) -> tuple:
+    def run(self, max_steps: int, callback=None) -> tuple:
         """Walk to the end of the span: ``(status, reason)``."""
         try:
             self.config = initial_configuration(self.net, self.now.center)
             while not self.advance():
                 if self.n_steps >= max_steps:
                     raise Stop("undecided", f"max_steps = {max_steps} certified steps did not reach t_end")
+                if report(callback, "certify", float(self.t.lower()), float(self.t_end.upper()), self.n_steps,
+                          len(self.found)):
+                    raise Stop("interrupted", "stopped by the callback")
             if len(self.found) < len(self.expected):
                 e = self.expected[len(self.found)]
                 raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} "
@@ -154,6 +163,8 @@ class Walk:
             return "certified", ""
         except Stop as stop:
             return stop.status, stop.reason
+        except KeyboardInterrupt:
+            return "interrupted", "interrupted (Ctrl-C)"
 
     def advance(self) -> bool:
         """One certified step, to its end or to the event inside it; True once the end of the span is reached."""

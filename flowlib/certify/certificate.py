@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from flowlib.certify.balls import interval, magnitude, relative_width, working
 from flowlib.reprs import Summarised
 
-STATUSES = ("certified", "rejected", "undecided")
+STATUSES = ("certified", "rejected", "undecided", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class Certificate(Summarised):
     status : {"certified", "rejected", "undecided"}
         ``"certified"``: proven to ``t_end`` and every logged event matched. ``"rejected"``: the log disagrees with
         what was proven (an event missing, extra, of another kind or at another time; ``reason`` says which).
-        ``"undecided"``: the walk met something it could not decide (``reason``); everything before
-        ``t_certified`` stays proven.
+        ``"undecided"``: the walk met something it could not decide (``reason``); ``"interrupted"``: Ctrl-C or the
+        callback stopped it. Either way everything before ``t_certified`` stays proven.
     reason : str
         Empty when certified.
     t_certified : tuple of mpf
