@@ -187,9 +187,12 @@ def certified_step(net: BallNetwork, now: Uncertain, config: Configuration, orde
     scale = 1.0 + max(magnitude(x) for row in start for x in row)
     h = 0.5 * _guess(theta, order, scale, eps)
     h = h_max if h >= 0.5 * h_max else h  # never leave a sliver: the end of the span is a ball
+    # the enclosure must hold the centre's solution too (its model shares the remainder, and the log-norm bound
+    # needs both solutions in one convex box); the centre need not lie in the narrowed box
+    both = [[x.union(c) for x, c in zip(row, crow)] for row, crow in zip(start, now.center)]
     for _ in range(MAX_HALVINGS):
         h_ball = arb(h)
-        box = enclosure(net, start, config, h_ball)
+        box = enclosure(net, both, config, h_ball)
         if box is not None:
             try:
                 over, lam_over = net.taylor(box, config, order + 2)

@@ -202,8 +202,16 @@ def apply_event(net: BallNetwork, step: Step, zero: Zero, key, t, now) -> tuple:
     """The proven events at ``zero`` (a list: several when one hyperplane holds several samples' surfaces), the
     uncertain state after them, the configuration and the zeros known at the start of the next step."""
     after = step.advance(zero.at, now)
+    try:
+        return _classify(net, step, after, key, t + zero.at)
+    except (ValueError, ZeroDivisionError):  # a multiplier system singular somewhere in the event's enclosure
+        raise Stop("undecided", f"{_describe(key)} is reached at t = {t + zero.at}, where a held multiplier's "
+                                "system cannot be solved over the state's enclosure") from None
+
+
+def _classify(net: BallNetwork, step: Step, after, key, when) -> tuple:
+    """The stages of :func:`apply_event` after the event state is known."""
     state = after.box(step.moving)
-    when = t + zero.at
     if key[0] == "z":
         _, j, i = key
         found, config = classify_arrival(net, state, step.config, i, j, when)
