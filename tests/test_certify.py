@@ -351,3 +351,25 @@ def test_progress_reaches_the_callback_and_a_true_return_stops_the_walk(sliding_
     assert stopped.status == "interrupted" and stopped.n_steps == 3 and 0 < stopped.t_certified[0] < 3.0
     with pytest.raises(ValueError, match="callback"):
         fl.certify(sliding_run, callback=42)
+
+
+def test_a_crossing_that_releases_a_held_surface_at_the_same_instant():
+    """Neuron 0 slides on sample 2's hyperplane when it crosses sample 0's at t = 1.80798...: the crossing changes
+    one slope, the held multiplier jumps out of [leak, 1], and the surface is released at that instant (both
+    backends log a cross and a slide_end there). A walk that kept holding it would follow a multiplier outside the
+    box: not a solution of the inclusion."""
+    prob, p0 = _random_problem(76)
+    res = fl.gradient_flow(prob, p0, t_end=4.0)
+    ref = fl.gradient_flow(prob, p0, t_end=4.0, dps=DPS)
+    cert = fl.certify(res)
+    assert cert.status == "certified", cert.reason
+    kinds = [(e.kind, e.neuron, e.sample) for e in cert.events]
+    assert kinds[-2:] == [("cross", 0, 0), ("slide_end", 0, 2)] and cert.events[-1].side == -1
+    assert kinds == [(e.kind, e.neuron, e.sample) for e in ref.events]
+    with mp.workdps(DPS):
+        assert all(_inside(t, e.t) for e, t in zip(cert.events, ref.events.t))
+        lo, hi = cert.states[-1]
+        assert all(lo[j, q] <= ref.states[-1][j, q] <= hi[j, q] for j, q in np.ndindex(lo.shape))
+        # while held, the multiplier stayed inside the box
+        start = cert.events[1]
+        assert prob.leak < start.multiplier_range[0] and start.multiplier_range[1] < 1

@@ -113,6 +113,43 @@ def classify_arrival(net: BallNetwork, state, config: Configuration, i: int, j: 
                             "(leak, 1), or an exact stick")
 
 
+def settle(net: BallNetwork, state, config: Configuration, j: int, t) -> tuple:
+    """After an event of neuron ``j``, prove that each of its held surfaces still holds it, or release it.
+
+    An event changes one slope of the neuron, so its held multipliers jump. Each must be strictly inside
+    ``(leak, 1)``, or exactly on a bound (a structural stick). One proven outside the box is released at the same
+    instant (a ``slide_end``) to the one side whose field moves the neuron into it, and the others are checked
+    again. Returns the configuration, the releases and the zeros they start with; anything else is undecided.
+    """
+    released, known = [], {}
+    for _ in range(len(config.held.get(j, ())) + 1):
+        if not config.held.get(j):
+            break
+        _, lam = velocity(net, state, config)
+        outside = []
+        for i in config.held[j]:
+            low, high = _bounds(net, lam[(j, i)])
+            if (decided_sign(low) > 0 and decided_sign(high) > 0) or is_exact_zero(low) or is_exact_zero(high):
+                continue
+            if decided_sign(low) < 0 or decided_sign(high) < 0:
+                outside.append(i)
+                continue
+            raise Stop("undecided", f"at t = {t} the multiplier of neuron {j} on sample {i} touches a bound "
+                                    f"({lam[(j, i)]}) after an event of the neuron")
+        if not outside:
+            break
+        i = outside[0]
+        sides = [side for side in (1, -1)
+                 if decided_sign(normal_velocity(net, state, config.with_side(i, j, side), i, j)[0]) == side]
+        if len(sides) != 1:
+            raise Stop("undecided", f"at t = {t} neuron {j}'s multiplier on sample {i} leaves the box after an event "
+                                    f"of the neuron, and {'both sides' if sides else 'no side'} can be proven to take it")
+        config = config.with_side(i, j, sides[0])
+        released.append(Found("slide_end", j, i, sides[0], t, net.leak if sides[0] < 0 else flint().arb(1)))
+        known[("z", j, i)] = (1, sides[0])
+    return config, released, known
+
+
 def _is_pinned(step: Step, net: BallNetwork, j: int, i: int) -> bool:
     """A held multiplier that sits exactly on a bound for the whole step (every coefficient and the remainder exact
     and constant): a stick, proven to last over the step."""
@@ -215,15 +252,18 @@ def _classify(net: BallNetwork, step: Step, after, key, when) -> tuple:
     if key[0] == "z":
         _, j, i = key
         found, config = classify_arrival(net, state, step.config, i, j, when)
-        known = {("z", j, i): (1, found.side)} if found.kind == "cross" else {}
-        return [found], after, config, known
-    if key[0] == "zs":
-        events, config = classify_shared_crossing(net, state, step.config, key[2], key[1], when)
-        return events, after, config, {("z", e.neuron, e.sample): (1, e.side) for e in events}
-    _, j, i, side = key
-    config = step.config.with_side(i, j, side)
-    lam = net.leak if side < 0 else flint().arb(1)
-    return [Found("slide_end", j, i, side, when, lam)], after, config, {("z", j, i): (2, side)}
+        events, known = [found], ({("z", j, i): (1, found.side)} if found.kind == "cross" else {})
+    elif key[0] == "zs":
+        j = key[1]
+        events, config = classify_shared_crossing(net, state, step.config, key[2], j, when)
+        known = {("z", e.neuron, e.sample): (1, e.side) for e in events}
+    else:
+        _, j, i, side = key
+        config = step.config.with_side(i, j, side)
+        lam = net.leak if side < 0 else flint().arb(1)
+        events, known = [Found("slide_end", j, i, side, when, lam)], {("z", j, i): (2, side)}
+    config, released, more = settle(net, state, config, j, when)
+    return events + released, after, config, {**known, **more}
 
 
 def classify_shared_crossing(net: BallNetwork, state, config: Configuration, samples: tuple, j: int, t) -> tuple:
