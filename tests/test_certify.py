@@ -373,3 +373,20 @@ def test_a_crossing_that_releases_a_held_surface_at_the_same_instant():
         # while held, the multiplier stayed inside the box
         start = cert.events[1]
         assert prob.leak < start.multiplier_range[0] and start.multiplier_range[1] < 1
+
+
+def test_a_held_neuron_whose_outer_weight_passes_through_zero():
+    """Neuron 2 slides on sample 0's hyperplane from t = 0.2459 while its trained outer weight a_2 goes from 0.129
+    through 0 (t ~ 0.54) to -0.27: the multiplier's system has the factor a_2 on both sides and is solved with it
+    cancelled, so the walk goes through (it stalled there before) and encloses the 50-digit flow."""
+    prob, p0 = _random_problem(69)
+    res = fl.gradient_flow(prob, p0, t_end=4.0)
+    assert p0.a[2] > 0 > res.final.a[2]
+    ref = fl.gradient_flow(prob, p0, t_end=4.0, dps=DPS)
+    cert = fl.certify(res)
+    assert cert.status == "certified", cert.reason
+    assert [(e.kind, e.neuron, e.sample) for e in cert.events] == [("slide_start", 2, 0)]
+    with mp.workdps(DPS):
+        assert _inside(ref.events.t[0], cert.events[0].t)
+        lo, hi = cert.states[-1]
+        assert all(lo[j, q] <= ref.states[-1][j, q] <= hi[j, q] for j, q in np.ndindex(lo.shape))

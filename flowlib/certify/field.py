@@ -9,8 +9,8 @@ coefficient ``k`` only depends on the state's coefficients up to ``k``.
 
 The multipliers of a neuron held on the surfaces ``H`` solve the linear system that makes every normal velocity in
 ``H`` vanish (docs/design.md, *Several surfaces at once*). It is solved everywhere, not only on the surfaces, so
-``z_ij`` is a first integral of the configuration's field for every held pair: a trajectory that starts on its
-surfaces stays there exactly, which is the sliding solution of the inclusion.
+that ``z_ij' = -decay z_ij`` for every held pair: a trajectory that starts on its surfaces stays there exactly,
+which is the sliding solution of the inclusion.
 """
 
 from __future__ import annotations
@@ -128,21 +128,23 @@ class BallNetwork:
             self._plan = (config, m, _Plan.of(self, config, m))
         return self._plan[2]
 
-    def multipliers(self, P, G, Z, config: Configuration, j: int, plan: "_Plan") -> list:
-        """Slopes of neuron ``j``'s held surfaces that make their normal velocities vanish (Gaussian elimination
-        with partial pivoting on the constant terms; the systems have one row per held surface)."""
+    def multipliers(self, P, G, config: Configuration, j: int, plan: "_Plan") -> list:
+        """Slopes of neuron ``j``'s held surfaces that make ``sum_k G_k s_kj <n_k, n_i>`` vanish for each held
+        ``i`` (Gaussian elimination with partial pivoting on the constant terms; one row per held surface).
+
+        The normal velocity is ``-a_j`` times that sum, minus ``decay z_ij``: the factor ``a_j`` is cancelled (a
+        held neuron's outer weight may pass through 0), and ``z_ij' = -decay z_ij`` keeps ``z_ij = 0`` exactly."""
         H = config.held[j]
-        a = P[j][self.d + 1]
         rhs = []
         for r in H:
-            total = Z[(r, j)] * self.decay if self.has_decay else None
+            total = None
             for k, s in plan.sides[j]:
                 if self.gram[k][r].is_zero():
                     continue
                 term = G[k] * (s * self.gram[k][r])
                 total = term if total is None else total + term
-            rhs.append((0 * a if total is None else total) * a)
-        M = [[(G[c] * a) * (-self.gram[c][r]) for c in H] for r in H]
+            rhs.append(0 * G[0] if total is None else total)
+        M = [[G[c] * (-self.gram[c][r]) for c in H] for r in H]
         return _solve(M, rhs)
 
     def residuals(self, P, config: Configuration):
@@ -160,7 +162,7 @@ class BallNetwork:
             G.append(self.loss_derivative(0 * P[0][0] if f is None else f, i))
         lam = {}
         for j in plan.held_neurons:
-            lam.update(zip(((j, i) for i in config.held[j]), self.multipliers(P, G, Z, config, j, plan)))
+            lam.update(zip(((j, i) for i in config.held[j]), self.multipliers(P, G, config, j, plan)))
         return Z, G, lam
 
     def normal_velocity(self, P, config: Configuration, i: int, j: int):
