@@ -111,11 +111,6 @@ def interval(x) -> tuple:
     return _exact_mpf(_combine(mid, rad, -1)), _exact_mpf(_combine(mid, rad, 1))
 
 
-def to_mpf(x):
-    """The exact mpmath number of the midpoint of ``x``."""
-    return _exact_mpf(_man_exp(x.mid()))
-
-
 def _man_exp(x) -> tuple:
     if x.is_zero():
         return 0, 0

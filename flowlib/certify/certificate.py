@@ -133,19 +133,14 @@ def state_width(state) -> float:
     return max(2.0 * float(x.rad().upper()) for row in state for x in row) / scale
 
 
-def enclosure(ball) -> tuple:
-    """``(lo, hi)`` of a ball as exact mpmath numbers."""
-    return interval(ball)
-
-
 def build(status: str, reason: str, t_certified, found: list, times: list, states: list, losses: list, prec: int,
           order: int, n_steps: int, wall_s: float) -> Certificate:
     """The certificate of a walk (balls turned into exact intervals)."""
     import numpy as np
 
     with working(prec, 2):
-        optional = lambda ball: None if ball is None else enclosure(ball)  # noqa: E731
-        events = tuple(CertifiedEvent(e.kind, e.neuron, e.sample, e.side, enclosure(e.t), optional(e.multiplier),
+        optional = lambda ball: None if ball is None else interval(ball)  # noqa: E731
+        events = tuple(CertifiedEvent(e.kind, e.neuron, e.sample, e.side, interval(e.t), optional(e.multiplier),
                                       e.multiplier_range) for e in found)
         widths = {"events": max((relative_width(e.t) for e in found), default=0.0),
                   "states": max((state_width(s) for s in states), default=0.0)}
@@ -154,5 +149,5 @@ def build(status: str, reason: str, t_certified, found: list, times: list, state
             lo = np.array([[interval(x)[0] for x in row] for row in s], dtype=object)
             hi = np.array([[interval(x)[1] for x in row] for row in s], dtype=object)
             packed.append((lo, hi))
-        return Certificate(status, reason, enclosure(t_certified), events, tuple(times), packed,
-                           [enclosure(x) for x in losses], prec, order, n_steps, wall_s, widths)
+        return Certificate(status, reason, interval(t_certified), events, tuple(times), packed,
+                           [interval(x) for x in losses], prec, order, n_steps, wall_s, widths)

@@ -57,15 +57,11 @@ class Zero:
     proven: bool
 
 
-def _piece(a, b):
-    return span(a, b)
-
-
 def _newton(model: TaylorModel, lo, hi):
     """Narrow the enclosure ``[lo, hi]`` of the unique simple zero of ``model`` (``g'`` of one sign on it)."""
     arb = flint().arb
     for _ in range(NEWTON_PASSES):
-        box = _piece(lo, hi)
+        box = span(lo, hi)
         mid = box.mid()
         image = mid - model.value(mid) / model.value(box, 1)
         new_lo = max(lo, image.lower()) if image.is_finite() else lo
@@ -76,7 +72,7 @@ def _newton(model: TaylorModel, lo, hi):
             lo, hi = new_lo, new_hi
             break
         lo, hi = new_lo, new_hi
-    return _piece(lo, hi)
+    return span(lo, hi)
 
 
 def leading_sign(model: TaylorModel, mu: int, h):
@@ -86,7 +82,7 @@ def leading_sign(model: TaylorModel, mu: int, h):
     arb = flint().arb
     s1 = h
     for _ in range(MAX_DEPTH):
-        sign = decided_sign(model.value(_piece(arb(0), s1), mu))
+        sign = decided_sign(model.value(span(arb(0), s1), mu))
         if sign:
             return s1, sign
         s1 = s1 / 2
@@ -104,7 +100,7 @@ def first_zero(model: TaylorModel, h, start=None) -> Zero | None:
     stack = [(start, h, 0)]
     while stack:
         a, b, depth = stack.pop()
-        box = _piece(a, b)
+        box = span(a, b)
         if decided_sign(model.value(box)):
             continue
         if decided_sign(model.value(box, 1)):
