@@ -14,6 +14,10 @@ signs of the one-sided normal velocities at the enclosed event state (docs/desig
 * ``slide_end``: a held multiplier reaches ``leak`` or 1 at a simple zero; the state leaves tangentially, to the
   side the sign of ``z''`` proves.
 
+After every event the neuron's other held surfaces are checked (:func:`settle`): its slopes changed, so their
+multipliers jumped; one that left the box is released at that instant. Surfaces of one neuron with exactly
+parallel normals are one hyperplane, reached at one proven zero (:func:`classify_shared_crossing`).
+
 Anything else (a tangency, two events that cannot be separated, a tie) ends the walk as *undecided* with the
 reason; a proven disagreement with the log ends it as *rejected*.
 """
