@@ -390,3 +390,18 @@ def test_a_held_neuron_whose_outer_weight_passes_through_zero():
         assert _inside(ref.events.t[0], cert.events[0].t)
         lo, hi = cert.states[-1]
         assert all(lo[j, q] <= ref.states[-1][j, q] <= hi[j, q] for j, q in np.ndindex(lo.shape))
+
+
+def test_a_taylor_model_is_finite_on_balls_that_reach_a_hair_below_zero():
+    """A step-time ball spanned from 0 reaches slightly below 0 (the radius carries ~30 bits), and a ball centred
+    at 0 has no finite power in python-flint: the model takes the nonnegative part, and encloses g exactly there."""
+    from flowlib.certify.balls import span, working
+    from flowlib.certify.models import TaylorModel
+
+    with working(128, 8):
+        arb = flint.arb
+        model = TaylorModel((arb(1), arb(2), arb(3)), arb(5))  # 1 + 2 s + 3 s^2 + [5] s^3
+        for s in (arb(0, 1e-3), span(arb(0), arb(0.5))):
+            assert s.lower() < 0 and model.value(s).is_finite() and model.value(s, 1).is_finite()
+        value = model.value(arb(0.5))
+        assert value.contains(arb(1) + 1 + arb(3) / 4 + arb(5) / 8)

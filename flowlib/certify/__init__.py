@@ -19,9 +19,9 @@ from flowlib.certify.balls import exact, flint, interval, span, upper, working
 from flowlib.certify.certificate import Certificate, CertifiedEvent, build
 from flowlib.certify.field import BallNetwork
 from flowlib.certify.steps import Uncertain
-from flowlib.progress import check_callback, report
 from flowlib.certify.walk import (Expected, Stop, apply_event, candidates, earliest, initial_configuration, match,
                                   next_step)
+from flowlib.progress import check_callback, report
 
 __all__ = ["Certificate", "CertifiedEvent", "certify"]
 
@@ -156,6 +156,9 @@ class Walk:
                 if report(callback, "certify", float(self.t.lower()), float(self.t_end.upper()), self.n_steps,
                           len(self.found)):
                     raise Stop("interrupted", "stopped by the callback")
+            if self.pending:
+                raise Stop("undecided", f"the requested times {self.pending} lie beyond the proven span (the "
+                                        "result's final time, taken exactly, ends before them)")
             if len(self.found) < len(self.expected):
                 e = self.expected[len(self.found)]
                 raise Stop("rejected", f"the log's {e.kind} of neuron {e.neuron} on sample {e.sample} at t = {e.t!r} "

@@ -45,7 +45,10 @@ class TaylorModel:
         for _ in range(mu):
             poly = poly.derivative()
         weight = factorial(K + 1) // factorial(K + 1 - mu)
-        return poly(s) + self.remainder * weight * s ** (K + 1 - mu)
+        # step times are >= 0; a ball spanned from 0 can reach a hair below it (its radius carries ~30 bits), and
+        # python-flint's power of a ball centred at 0 is NaN: take the nonnegative part there
+        power = s if s >= 0 else s.nonnegative_part()
+        return poly(s) + self.remainder * weight * power ** (K + 1 - mu)
 
 
 @dataclass(frozen=True)
