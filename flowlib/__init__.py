@@ -51,7 +51,7 @@ from flowlib.predict import predict  # noqa: E402
 from flowlib.progress import Progress  # noqa: E402
 from flowlib.certify import Certificate, certify  # noqa: E402  (python-flint is imported on the first call)
 
-__all__ = ["Certificate", "DescentResult", "EnsembleResult", "Event", "EventLog", "Flip", "FlipLog", "FlowResult", "Params",
-           "PiecewiseAffine", "PiecewiseResult", "Problem", "Progress", "Status", "Until", "alignment_cosines",
-           "certify", "compare", "convergence_study", "ensemble", "gradient_descent", "gradient_flow", "load", "predict",
-           "random_inits", "stochastic_gradient_descent", "warmup", "__version__"]
+__all__ = ["Certificate", "DescentResult", "EnsembleResult", "Event", "EventLog", "Flip", "FlipLog", "FlowResult",
+           "Params", "PiecewiseAffine", "PiecewiseResult", "Problem", "Progress", "Status", "Until",
+           "alignment_cosines", "certify", "compare", "convergence_study", "ensemble", "gradient_descent",
+           "gradient_flow", "load", "predict", "random_inits", "stochastic_gradient_descent", "warmup", "__version__"]

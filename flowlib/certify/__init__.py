@@ -101,6 +101,11 @@ def certify(result, times=None, *, prec: int = 128, order: int | None = None, ti
     ImportError
         Without python-flint (``pip install 'flowlib[certify]'``).
 
+    Notes
+    -----
+    python-flint keeps its precision in one process-wide context, which ``certify`` sets and restores: do not
+    certify in two threads of one process at once (processes are fine).
+
     Examples
     --------
     >>> import flowlib as fl

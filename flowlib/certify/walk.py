@@ -147,7 +147,8 @@ def settle(net: BallNetwork, state, config: Configuration, j: int, t) -> tuple:
                  if decided_sign(normal_velocity(net, state, config.with_side(i, j, side), i, j)[0]) == side]
         if len(sides) != 1:
             raise Stop("undecided", f"at t = {t} neuron {j}'s multiplier on sample {i} leaves the box after an event "
-                                    f"of the neuron, and {'both sides' if sides else 'no side'} can be proven to take it")
+                                    f"of the neuron, and {'both sides' if sides else 'no side'} can be proven to "
+                                    "take it")
         config = config.with_side(i, j, sides[0])
         released.append(Found("slide_end", j, i, sides[0], t, net.leak if sides[0] < 0 else flint().arb(1)))
         known[("z", j, i)] = (1, sides[0])
