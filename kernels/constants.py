@@ -47,7 +47,8 @@ LCP_HOLD = 3  #: repelling and held: its slope is a variable and its normal velo
 
 #: The order controller (kernels/driver.py ``_next_order``): a step after one that an event ended is taken at the
 #: order that step needed (kernels/stepping.py ``order_needed``) plus ``ORDER_MARGIN``, and at least
-#: ``LOWEST_ORDER``, where that at least halves the tolerance's order (else the tolerance's); a step after any other goes ``ORDER_CLIMB`` orders up, to the tolerance's at most. The next
+#: ``LOWEST_ORDER``, where that at least halves the tolerance's order (else the tolerance's); a step after any
+#: other goes ``ORDER_CLIMB`` orders up, to the tolerance's at most. The next
 #: event is rarely as close as the last (B9: inter-event times spread over a decade), and at orders 6 to 8 one
 #: order lengthens the step only about twice (``1e-13^(1/6) / 1e-13^(1/7) = 2.0``), hence a margin of two. The
 #: floor: the tangency tests after an event (a crossing's or a release's vanishing leading terms, the side a held

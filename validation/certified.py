@@ -12,6 +12,7 @@ import importlib.util
 from mpmath import mp
 
 import flowlib as fl
+from flowlib.certify.certificate import format_interval
 
 #: working precision of the certificates (bits)
 PREC = 128
@@ -21,13 +22,6 @@ MISSING = "not run: needs python-flint (pip install 'flowlib[certify]')"
 def available() -> bool:
     """Whether python-flint is installed."""
     return importlib.util.find_spec("flint") is not None
-
-
-def ball(bounds, digits: int = 16) -> str:
-    """``mid +/- half-width`` of an interval of mpf numbers."""
-    with mp.workdps(60):
-        lo, hi = bounds
-        return f"{mp.nstr((lo + hi) / 2, digits)} +/- {float((hi - lo) / 2):.0e}"
 
 
 def _relative(bounds, scale) -> float:
@@ -51,7 +45,7 @@ def kink_times(res, closed_form: dict, final_state=None) -> tuple:
             lo, hi = cert.states[-1]
             ok = ok and all(lo[j, q] <= value <= hi[j, q] and _relative((lo[j, q], hi[j, q]), max(1, abs(value)))
                             <= 1e-12 for j, row in enumerate(final_state) for q, value in enumerate(row))
-    parts = [f"{e.kind} of neuron {e.neuron} at t = {ball(e.t, 20)}" for e in cert.events]
+    parts = [f"{e.kind} of neuron {e.neuron} at t = {format_interval(e.t, 20)}" for e in cert.events]
     held = "the closed-form kink times" + ("" if final_state is None else " and final state")
     text = (f"{cert.status} to t = {float(cert.t_certified[0]):g} in {cert.wall_s:.1f} s: " + "; ".join(parts)
             + (f"; the enclosures hold {held}" if ok else f" ({held} NOT enclosed) {cert.reason}"))
@@ -70,7 +64,7 @@ def loss_limit(res, t: float, limit, bound: float) -> tuple:
         lo, hi = cert.losses[0]
         gap = (lo - limit, hi - limit)
         ok = max(abs(gap[0]), abs(gap[1])) <= bound
-        text = (f"certified to t = {t:g} in {cert.wall_s:.0f} s: L(t) - L* = {ball(gap, 6)} (L* the exact limit "
+        text = (f"certified to t = {t:g} in {cert.wall_s:.0f} s: L(t) - L* = {format_interval(gap, 6)} (L* the exact limit "
                 f"for the float64 data), {'within' if ok else 'NOT within'} {bound:g}")
         return text, ok, {"status": cert.status, "seconds": cert.wall_s, "gap": [float(g) for g in gap]}
 
@@ -86,7 +80,7 @@ def hit_time(res, closed_form: float, tolerance: float) -> tuple:
     with mp.workdps(60):
         off = max(abs(e.t[0] - closed_form), abs(e.t[1] - closed_form))
         ok = e.kind == "slide_start" and off <= tolerance
-        text = (f"certified in {cert.wall_s:.1f} s: {e.kind} at t = {ball(e.t, 20)}, multiplier in "
+        text = (f"certified in {cert.wall_s:.1f} s: {e.kind} at t = {format_interval(e.t, 20)}, multiplier in "
                 f"[{mp.nstr(e.multiplier_range[0], 15)}, {mp.nstr(e.multiplier_range[1], 15)}] while it slides; "
                 f"the closed form is {float(off):.1e} away")
     return text, ok, {"status": cert.status, "seconds": cert.wall_s, "closed_form_offset": float(off)}

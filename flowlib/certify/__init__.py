@@ -19,7 +19,7 @@ from flowlib.certify.balls import exact, flint, interval, span, upper, working
 from flowlib.certify.certificate import Certificate, CertifiedEvent, build
 from flowlib.certify.field import BallNetwork
 from flowlib.certify.steps import Uncertain
-from flowlib.certify.walk import (Expected, Stop, apply_event, candidates, earliest, initial_configuration, match,
+from flowlib.certify.walk import (Stop, apply_event, candidates, earliest, initial_configuration, match,
                                   next_step)
 from flowlib.progress import check_callback, report
 
@@ -32,7 +32,7 @@ RANGE_PIECES = 4
 
 
 def _check(result, times, prec, order, time_tol, max_steps) -> tuple:
-    from flowlib.result import EVENT_KINDS, FlowResult
+    from flowlib.result import EVENT_KINDS, Event, FlowResult
 
     if not isinstance(result, FlowResult):
         raise ValueError(f"result must be a FlowResult (from gradient_flow), got {type(result).__name__}")
@@ -57,7 +57,7 @@ def _check(result, times, prec, order, time_tol, max_steps) -> tuple:
     if any(not (t0 <= t <= t1) for t in times):
         raise ValueError(f"times must lie in the result's span [{t0!r}, {t1!r}], got {times}")
     log = result.events
-    expected = [Expected(EVENT_KINDS[int(k)], int(j), int(i), int(s), float(t))
+    expected = [Event(float(t), EVENT_KINDS[int(k)], int(j), int(i), int(s))
                 for t, k, j, i, s in zip(log.t, log.kind, log.neuron, log.sample, log.side)]
     return times, expected
 

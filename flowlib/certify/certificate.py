@@ -104,17 +104,18 @@ class Certificate(Summarised):
         for e in self.events:
             held = "" if e.multiplier_range is None else (f"; multiplier in [{float(e.multiplier_range[0]):.6g}, "
                                                            f"{float(e.multiplier_range[1]):.6g}] while held")
-            lines.append(f"  {e.kind:<11} neuron {e.neuron} sample {e.sample}: t = {_ball(e.t)}{held}")
+            lines.append(f"  {e.kind:<11} neuron {e.neuron} sample {e.sample}: t = {format_interval(e.t)}{held}")
         for t, loss in zip(self.times, self.losses):
-            lines.append(f"  t = {t:.16g}: loss = {_ball(loss)}")
+            lines.append(f"  t = {t:.16g}: loss = {format_interval(loss)}")
         if self.widths:
             lines.append(f"  widest relative enclosure: events {self.widths.get('events', 0.0):.1e}, states "
                          f"{self.widths.get('states', 0.0):.1e}")
         return "\n".join(lines)
 
 
-def _ball(bounds) -> str:
-    """``mid +/- half-width`` of an interval, the midpoint to the digits the width allows (at most 40)."""
+def format_interval(bounds, digits: int | None = None) -> str:
+    """``mid +/- half-width`` of an interval ``(lo, hi)``: the midpoint to ``digits`` significant digits, or (by
+    default) to the digits the width allows, at most 40."""
     import math
 
     from mpmath import mp, nstr
@@ -122,8 +123,9 @@ def _ball(bounds) -> str:
     with mp.workdps(60):
         lo, hi = bounds
         mid, half = (lo + hi) / 2, (hi - lo) / 2
-        scale = max(abs(mid), mp.mpf(2) ** -1000)
-        digits = 40 if half == 0 else max(1, min(40, int(math.floor(-math.log10(float(half / scale)))) + 1))
+        if digits is None:
+            scale = max(abs(mid), mp.mpf(2) ** -1000)
+            digits = 40 if half == 0 else max(1, min(40, int(math.floor(-math.log10(float(half / scale)))) + 1))
         return f"{nstr(mid, digits)} +/- {float(half):.1e}"
 
 

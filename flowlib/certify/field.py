@@ -233,18 +233,16 @@ class BallNetwork:
         """
         arb, arb_series = flint().arb, flint().arb_series
         m = len(state)
-        moving = [q for q in range(self.d + 2)
-                  if q < self.d or (q == self.d and self.bias) or (q == self.d + 1 and self.train_outer)]
+        moving = self.moving(m)
         theta = [[[state[j][q]] for q in range(self.d + 2)] for j in range(m)]
         lam = {}
         for length in range(1, order + 1):
             with series_length(length):
                 P = [[arb_series(theta[j][q], prec=length) for q in range(self.d + 2)] for j in range(m)]
                 V, lam_series = self.field(P, config)
-            for j in range(m):
-                for q in moving:
-                    theta[j][q].append(_coefficient(V[j][q], length - 1) / length)
-            lam = {key: [_coefficient(value, k) for k in range(length)] for key, value in lam_series.items()}
+            for j, q in moving:
+                theta[j][q].append(coefficient(V[j][q], length - 1) / length)
+            lam = {key: [coefficient(value, k) for k in range(length)] for key, value in lam_series.items()}
         for j in range(m):
             for q in range(self.d + 2):
                 theta[j][q] += [arb(0)] * (order + 1 - len(theta[j][q]))
@@ -273,7 +271,7 @@ class BallNetwork:
                 P = [[arb_series([box[j][q], arb(1) if (j, q) == direction else arb(0)], prec=2)
                       for q in range(self.d + 2)] for j in range(len(box))]
                 V, _ = self.field(P, config)
-                columns.append([_coefficient(V[j][q], 1) for j, q in moving])
+                columns.append([coefficient(V[j][q], 1) for j, q in moving])
         return [[columns[c][r] for c in range(len(moving))] for r in range(len(moving))]
 
     def switching_coefficients(self, theta, i: int, j: int) -> list:
@@ -317,7 +315,7 @@ class _Plan:
                    tuple(j for j in sorted(config.held) if config.held[j]))
 
 
-def _coefficient(series, k: int):
+def coefficient(series, k: int):
     """Coefficient ``k`` of a power series (0 beyond its stored terms); a number is its own constant term."""
     if not hasattr(series, "coeffs"):
         return series if k == 0 else flint().arb(0)
@@ -331,7 +329,7 @@ def _solve(M, rhs) -> list:
     M = [list(row) for row in M]
     rhs = list(rhs)
     for col in range(k):
-        pivot = max(range(col, k), key=lambda r: abs(_coefficient(M[r][col], 0).mid()))
+        pivot = max(range(col, k), key=lambda r: abs(coefficient(M[r][col], 0).mid()))
         M[col], M[pivot] = M[pivot], M[col]
         rhs[col], rhs[pivot] = rhs[pivot], rhs[col]
         for r in range(col + 1, k):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from flowlib.certify.balls import flint, magnitude, span, upper
 from flowlib.certify.contraction import log_norm_bound
-from flowlib.certify.field import BallNetwork, Configuration
+from flowlib.certify.field import BallNetwork, Configuration, coefficient
 from flowlib.certify.models import TaylorModel
 
 #: attempts at an enclosure before a step is halved
@@ -134,9 +134,8 @@ def velocity(net: BallNetwork, state, config: Configuration):
     arb_series = flint().arb_series
     P = [[arb_series([value], prec=1) for value in row] for row in state]
     V, lam = net.field(P, config)
-    first = lambda series: series.coeffs()[0] if series.coeffs() else flint().arb(0)  # noqa: E731
-    return ([[None if v is None else first(v) for v in row] for row in V],
-            {key: first(value) for key, value in lam.items()})
+    return ([[None if v is None else coefficient(v, 0) for v in row] for row in V],
+            {key: coefficient(value, 0) for key, value in lam.items()})
 
 
 def _inflate(x, extra):

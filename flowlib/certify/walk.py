@@ -56,17 +56,6 @@ class Found:
     multiplier_range: object = None
 
 
-@dataclass
-class Expected:
-    """One logged event (float times)."""
-
-    kind: str
-    neuron: int
-    sample: int
-    side: int
-    t: float
-
-
 def initial_configuration(net: BallNetwork, state) -> Configuration:
     """The sides of the exact initial state; a state on a surface cannot be certified (yet)."""
     sides = []
@@ -82,11 +71,6 @@ def initial_configuration(net: BallNetwork, state) -> Configuration:
     return Configuration(tuple(sides), {})
 
 
-def normal_velocity(net: BallNetwork, state, config: Configuration, i: int, j: int):
-    """``d z_ij / dt`` under ``config`` at the ball of states ``state``, and the held multipliers there."""
-    return net.normal_velocity(state, config, i, j)
-
-
 def _bounds(net: BallNetwork, value) -> tuple:
     """``(value - leak, 1 - value)``: both positive when ``value`` is strictly inside ``(leak, 1)``."""
     return value - net.leak, flint().arb(1) - value
@@ -96,11 +80,11 @@ def classify_arrival(net: BallNetwork, state, config: Configuration, i: int, j: 
     """Prove what happens when neuron ``j`` reaches sample ``i``'s surface: returns the event and the configuration
     after it."""
     side = config.side[i][j]
-    here, _ = normal_velocity(net, state, config, i, j)
+    here, _ = net.normal_velocity(state, config, i, j)
     if decided_sign(here) != -side:
         raise Stop("undecided", f"neuron {j} reaches the surface of sample {i} at t = {t} tangentially (the normal "
                                 f"velocity {here} has no proven sign)")
-    there, _ = normal_velocity(net, state, config.with_side(i, j, -side), i, j)
+    there, _ = net.normal_velocity(state, config.with_side(i, j, -side), i, j)
     if decided_sign(there) == -side:
         return Found("cross", j, i, -side, t), config.with_side(i, j, -side)
     held = config.with_held(i, j)
@@ -144,7 +128,7 @@ def settle(net: BallNetwork, state, config: Configuration, j: int, t) -> tuple:
             break
         i = outside[0]
         sides = [side for side in (1, -1)
-                 if decided_sign(normal_velocity(net, state, config.with_side(i, j, side), i, j)[0]) == side]
+                 if decided_sign(net.normal_velocity(state, config.with_side(i, j, side), i, j)[0]) == side]
         if len(sides) != 1:
             raise Stop("undecided", f"at t = {t} neuron {j}'s multiplier on sample {i} leaves the box after an event "
                                     f"of the neuron, and {'both sides' if sides else 'no side'} can be proven to "
@@ -277,11 +261,11 @@ def classify_shared_crossing(net: BallNetwork, state, config: Configuration, sam
     first sample's normal keeps its sign); anything else is undecided (sliding there has no unique multipliers)."""
     lead = samples[0]
     side = config.side[lead][j]
-    here, _ = normal_velocity(net, state, config, lead, j)
+    here, _ = net.normal_velocity(state, config, lead, j)
     flipped = config
     for i in samples:
         flipped = flipped.with_side(i, j, -config.side[i][j])
-    there, _ = normal_velocity(net, state, flipped, lead, j)
+    there, _ = net.normal_velocity(state, flipped, lead, j)
     if decided_sign(here) == -side and decided_sign(there) == -side:
         return [Found("cross", j, i, -config.side[i][j], t) for i in samples], flipped
     if decided_sign(here) == -side and is_exact_zero(there):
