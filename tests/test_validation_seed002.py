@@ -196,6 +196,23 @@ def test_digits(digits):
     assert d["stable_rank_final"] == pytest.approx(1.00204, abs=2e-4)
 
 
+@pytest.mark.slow
+def test_digits_on_the_exact_flow(digits):
+    # the claim's exact flow (to t = 24), against GD beside it: GD at lr = 2e-3 is a first-order method, an
+    # independent computation that tracks the flow to O(lr)
+    rec, _ = digits
+    d, flow = rec.data, rec.data["flow"]
+    assert d["flow_status"] == "success" and flow["passed"]
+    assert d["flow_energy_residual"] <= 1e-10 and d["flow_inclusion_residual"] <= 1e-10
+    assert d["flow_events"] > 1000  # an event-dense run: Assumption 1 fails on 6.7% of the pairs
+    assert d["flow_gd_final_gap"] <= 2e-3
+    for key in ("cos_plus_2000", "cos_minus_2000", "cos_plus_3000", "cos_minus_3000", "stable_rank_final"):
+        assert flow[key] == pytest.approx(d[key], abs=5e-4), key
+    assert flow["loss_final"] == pytest.approx(d["loss_final"], rel=5e-3)
+    for key in ("iteration_aligned_0.95", "iteration_W2_x100", "iteration_loss_below_half"):
+        assert abs(flow[key] - d[key]) <= 50, key  # the same record (every 50 iterations), or the next
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # unit checks of the closed forms and constants (fast)
 # ----------------------------------------------------------------------------------------------------------------

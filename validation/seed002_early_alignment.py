@@ -883,72 +883,111 @@ def digits_data(pair=(0, 1)):
     return X, y
 
 
-@claim("002-digits", "§4, Fig. 5 (MNIST 0 vs 1); App. A",
-       "MNIST 0/1 experiment on sklearn digits 0/1 (D = 64, n = 360): h = 50, W, v ~ N(0, 1e-12), GD with step "
-       "2e-3 on the mean exp loss: neurons align with x_+/x_- (cos(w_+, x_+), cos(w_-, x_-) >= 0.95) by ~2000 "
-       "iterations, before |W|_2^2 grows; then the loss falls and the stable rank is ~1", needs=("sklearn",))
-def digits(ctx: Context) -> Outcome:
-    X, y = digits_data()
-    n, D = X.shape
-    h, scale, lr = 50, 1e-6, 2e-3
-    steps = 12000 if ctx.quick else 20000
-    rng = np.random.default_rng(ctx.seed)
-    p0 = fl.Params(W=scale * rng.standard_normal((h, D)), b=None, a=scale * rng.standard_normal(h))
-    prob = fl.Problem(X, y, loss="exp", reduction="mean", activation="relu", bias=False, train_outer=True)
-    gd = fl.gradient_descent(prob, p0, lr, steps, record_every=50)
-    xp, xm = X_sum(prob)
-    it = gd.iterations
-    W, a = _w_and_a(gd.states, D)
-    cos_p, cos_m, n_plus = [], [], []
+def _digits_trajectory(states, X, y) -> dict:
+    """Per recorded packed state (no bias): the cosines of the ``V_+`` and ``V_-`` neurons' mean weight with ``x_+``
+    and ``x_-`` (``V_+-`` by the sign of ``v_j``), ``|V_+|``, ``|W|_2^2``, the stable rank ``|W|_F^2/|W|_2^2`` and the
+    mean exp loss, computed from the states alone (the same numbers for the flow and for GD)."""
+    states = np.asarray(states, float)
+    D = X.shape[1]
+    W, a = _w_and_a(states, D)
+    xp, xm = X[y > 0].sum(0), X[y < 0].sum(0)
+    cos_p, cos_m, n_plus, loss = [], [], [], []
     for Wk, ak in zip(W, a):
         vp, vm = ak > 0, ak < 0
         wp, wm = Wk[vp].mean(0), Wk[vm].mean(0)
         cos_p.append(float(wp @ xp / (np.linalg.norm(wp) * np.linalg.norm(xp))))
         cos_m.append(float(wm @ xm / (np.linalg.norm(wm) * np.linalg.norm(xm))))
         n_plus.append(int(vp.sum()))
+        loss.append(float(np.mean(np.exp(-y * (np.maximum(X @ Wk.T, 0.0) @ ak)))))
     sv = np.linalg.svd(W, compute_uv=False)
-    W2, srank = sv[:, 0] ** 2, np.sum(sv**2, axis=1) / sv[:, 0] ** 2
-    loss = np.asarray(gd.loss, float)
+    return {"cos_p": np.array(cos_p), "cos_m": np.array(cos_m), "n_plus": n_plus, "W2": sv[:, 0] ** 2,
+            "srank": np.sum(sv**2, axis=1) / sv[:, 0] ** 2, "loss": np.array(loss)}
+
+
+def _digits_numbers(tr: dict, it: np.ndarray, loss_target: float) -> dict:
+    """The claim's numbers from one trajectory (:func:`_digits_trajectory`) recorded at GD iterations ``it`` (flow
+    time ``lr * it``): cosines at 2000 and 3000 iterations and at the end, the first iterations where both cosines
+    pass 0.95, where ``|W|_2^2`` exceeds 100x its start and where the loss falls below 0.5, and the verdict."""
 
     def at(arr, k):
         return float(np.asarray(arr)[np.searchsorted(it, k)])
 
-    grow = int(it[np.argmax(W2 > 100 * W2[0])]) if np.any(W2 > 100 * W2[0]) else None
-    both = np.minimum(cos_p, cos_m) >= 0.95
-    aligned = int(it[np.argmax(both)]) if np.any(both) else None
-    loss_fall = int(it[np.argmax(loss < 0.5)]) if np.any(loss < 0.5) else None
-    cos_xx = float(xp @ xm / (np.linalg.norm(xp) * np.linalg.norm(xm)))
-    numbers = {"n": n, "D": D, "n_plus": int((y > 0).sum()), "steps": steps, "wall_s": gd.wall_s,
-               "s_per_iteration": gd.wall_s / steps, "cos_plus_2000": at(cos_p, 2000),
-               "cos_minus_2000": at(cos_m, 2000),
-               "cos_plus_3000": at(cos_p, 3000), "cos_minus_3000": at(cos_m, 3000), "cos_plus_final": cos_p[-1],
-               "cos_minus_final": cos_m[-1], "loss_final": float(loss[-1]), "stable_rank_final": float(srank[-1]),
-               "stable_rank_3000": at(srank, 3000), "W2_init": float(W2[0]), "W2_final": float(W2[-1]),
-               "iteration_W2_x100": grow, "iteration_aligned_0.95": aligned, "iteration_loss_below_half": loss_fall,
-               "cos_xp_xm": cos_xx,
-               "V_plus_init": n_plus[0], "V_plus_final": n_plus[-1], "flips": gd.n_flips,
-               "violating_pairs": float(np.mean((np.outer(y, y) * (X @ X.T))[~np.eye(n, dtype=bool)] <= 0))}
-    aligned_before_growth = grow is not None and aligned is not None and aligned < grow
+    def first(mask):
+        return int(it[np.argmax(mask)]) if np.any(mask) else None
+
+    grow = first(tr["W2"] > 100 * tr["W2"][0])
+    aligned = first(np.minimum(tr["cos_p"], tr["cos_m"]) >= 0.95)
+    numbers = {"cos_plus_2000": at(tr["cos_p"], 2000), "cos_minus_2000": at(tr["cos_m"], 2000),
+               "cos_plus_3000": at(tr["cos_p"], 3000), "cos_minus_3000": at(tr["cos_m"], 3000),
+               "cos_plus_final": float(tr["cos_p"][-1]), "cos_minus_final": float(tr["cos_m"][-1]),
+               "loss_final": float(tr["loss"][-1]), "stable_rank_final": float(tr["srank"][-1]),
+               "stable_rank_3000": at(tr["srank"], 3000), "W2_init": float(tr["W2"][0]),
+               "W2_final": float(tr["W2"][-1]), "iteration_W2_x100": grow, "iteration_aligned_0.95": aligned,
+               "iteration_loss_below_half": first(tr["loss"] < 0.5), "V_plus_init": tr["n_plus"][0],
+               "V_plus_final": tr["n_plus"][-1]}
+    numbers["passed"] = bool(grow is not None and aligned is not None and aligned < grow
+                             and numbers["loss_final"] < loss_target and numbers["stable_rank_final"] < 1.1)
+    return numbers
+
+
+@claim("002-digits", "§4, Fig. 5 (MNIST 0 vs 1); App. A",
+       "MNIST 0/1 experiment on sklearn digits 0/1 (D = 64, n = 360): h = 50, W, v ~ N(0, 1e-12), GD with step "
+       "2e-3 on the mean exp loss: neurons align with x_+/x_- (cos(w_+, x_+), cos(w_-, x_-) >= 0.95) by ~2000 "
+       "iterations, before |W|_2^2 grows; then the loss falls and the stable rank is ~1; here on the exact gradient "
+       "flow over the same time, with GD beside it", needs=("sklearn",))
+def digits(ctx: Context) -> Outcome:
+    X, y = digits_data()
+    n, D = X.shape
+    h, scale, lr = 50, 1e-6, 2e-3
+    steps = 12000 if ctx.quick else 20000
     loss_target = 0.5 if ctx.quick else 0.1
-    passed = (aligned_before_growth and abs(cos_xx + 1) <= 1e-12 and loss[-1] < loss_target and srank[-1] < 1.1)
+    rng = np.random.default_rng(ctx.seed)
+    p0 = fl.Params(W=scale * rng.standard_normal((h, D)), b=None, a=scale * rng.standard_normal(h))
+    prob = fl.Problem(X, y, loss="exp", reduction="mean", activation="relu", bias=False, train_outer=True)
+    gd = fl.gradient_descent(prob, p0, lr, steps, record_every=50)
+    it = np.asarray(gd.iterations)
+    # the exact flow over the same time, recorded at the same instants t = lr k (no dense output: ~5 600 steps)
+    res = fl.gradient_flow(prob, p0, t_end=lr * steps, t_eval=lr * it, dense_output=False)
+    flow_tr = _digits_trajectory(res.states_eval, X, y)
+    gd_tr = _digits_trajectory(gd.states, X, y)
+    flow = _digits_numbers(flow_tr, it, loss_target)
+    numbers = _digits_numbers(gd_tr, it, loss_target)
+    xp, xm = X_sum(prob)
+    cos_xx = float(xp @ xm / (np.linalg.norm(xp) * np.linalg.norm(xm)))
+    final_gap = float(np.max(np.abs(gd.states[-1] - res.states_eval[-1])) / np.max(np.abs(res.states_eval[-1])))
+    numbers.update({"n": n, "D": D, "n_plus": int((y > 0).sum()), "steps": steps, "wall_s": gd.wall_s,
+                    "s_per_iteration": gd.wall_s / steps, "cos_xp_xm": cos_xx, "flips": gd.n_flips,
+                    "gd_loss_reported_final": float(np.asarray(gd.loss, float)[-1]),
+                    "violating_pairs": float(np.mean((np.outer(y, y) * (X @ X.T))[~np.eye(n, dtype=bool)] <= 0)),
+                    "flow": dict(flow), "flow_status": str(res.status),
+                    "flow_events": len(res.events), "flow_steps": res.n_steps, "flow_wall_s": res.wall_s,
+                    "flow_energy_residual": float(res.energy_residual),
+                    "flow_inclusion_residual": float(res.inclusion_residual),
+                    "flow_gd_final_gap": final_gap})
+    passed = bool(flow["passed"] and numbers["passed"] and res.success and abs(cos_xx + 1) <= 1e-12)
+
+    def when(k):
+        return "never" if k is None else f"t = {lr * k:g}"
 
     fig, axes = ctx.figure(ncols=3, size=(5.0, 4.2))
-    axes[0].plot(it, cos_p, label="cos(w_+ mean, x_+)")
-    axes[0].plot(it, cos_m, label="cos(w_- mean, x_-)")
+    for tr, style, who in ((flow_tr, "-", "flow"), (gd_tr, "--", "GD")):
+        axes[0].plot(it, tr["cos_p"], style, color="C0", label=f"cos(w_+ mean, x_+), {who}")
+        axes[0].plot(it, tr["cos_m"], style, color="C1", label=f"cos(w_- mean, x_-), {who}")
+        axes[1].semilogy(it, tr["loss"], style, color="C0", label=f"loss (mean exp), {who}")
+        axes[1].semilogy(it, tr["W2"], style, color="C1", label=f"|W|_2^2, {who}")
+        axes[1].semilogy(it, tr["srank"], style, color="C2", label=f"stable rank, {who}")
     for k in (2000, 3000):
         axes[0].axvline(k, color="gray", ls=":", lw=1)
-    axes[0].set_xlabel("GD iteration")
+    axes[0].set_xlabel(f"GD iteration (flow time / {lr:g})")
     axes[0].set_ylabel("alignment")
     axes[0].set_title("002-digits: alignment (Fig. 5, 2nd plot)")
-    axes[0].legend(fontsize=7)
-    axes[1].semilogy(it, loss, label="loss (mean exp)")
-    axes[1].semilogy(it, W2, label="|W|_2^2")
-    axes[1].semilogy(it, srank, label="stable rank")
-    axes[1].set_xlabel("GD iteration")
+    axes[0].legend(fontsize=6)
+    axes[1].set_xlabel(f"GD iteration (flow time / {lr:g})")
     axes[1].set_title("loss, |W|_2^2, stable rank (Fig. 5, 3rd plot)")
-    axes[1].legend(fontsize=7)
+    axes[1].legend(fontsize=6)
     k_img = min(15000, steps)
     r_img = int(np.searchsorted(it, k_img))
+    W, a = _w_and_a(res.states_eval, D)
     imgs = [W[r_img][a[r_img] > 0].mean(0), W[r_img][a[r_img] < 0].mean(0), xp / (y > 0).sum(), xm / (y < 0).sum()]
     tiles = np.concatenate([np.pad(im.reshape(8, 8) / np.abs(im).max(), 1, constant_values=np.nan) for im in imgs],
                            axis=1)
@@ -956,24 +995,31 @@ def digits(ctx: Context) -> Outcome:
     axes[2].set_xticks([5 + 10 * i for i in range(4)])
     axes[2].set_xticklabels(["w_+ mean", "w_- mean", "x_+ mean", "x_- mean"], fontsize=7)
     axes[2].set_yticks([])
-    axes[2].set_title(f"neuron and data centres at iteration {k_img}")
+    axes[2].set_title(f"flow: neuron and data centres at t = {lr * k_img:g}")
     fig.tight_layout()
     plot = ctx.save(fig, "002-digits")
     return Outcome(
-        measured=(f"cos+/cos- = {numbers['cos_plus_2000']:.3f}/{numbers['cos_minus_2000']:.3f} @2000, "
-                  f"{numbers['cos_plus_3000']:.4f}/{numbers['cos_minus_3000']:.4f} @3000; loss {loss[-1]:.4f} and "
-                  f"stable rank {srank[-1]:.4f} @{steps}"),
-        bound=(f"both cos >= 0.95 before |W|_2^2 grows 100x; loss < {loss_target} and stable rank < 1.1 at the "
-               "end; cos(x_+, x_-) = -1 to 1e-12"),
-        passed=bool(passed),
+        measured=(f"flow: cos+/cos- = {flow['cos_plus_2000']:.3f}/{flow['cos_minus_2000']:.3f} @t=4, "
+                  f"{flow['cos_plus_3000']:.4f}/{flow['cos_minus_3000']:.4f} @t=6; loss {flow['loss_final']:.4f} and "
+                  f"stable rank {flow['stable_rank_final']:.4f} @t={lr * steps:g} (GD: "
+                  f"{numbers['cos_plus_2000']:.3f}/{numbers['cos_minus_2000']:.3f}, loss {numbers['loss_final']:.4f})"),
+        bound=(f"on the flow and on GD: both cos >= 0.95 before |W|_2^2 grows 100x; loss < {loss_target} and stable "
+               "rank < 1.1 at the end; cos(x_+, x_-) = -1 to 1e-12"),
+        passed=passed,
         detail=(f"load_digits 0 (-1) vs 1 (+1): n = {n} ({numbers['n_plus']} positive), D = 64, pixels/16, centred "
                 f"(cos(x_+, x_-) = {cos_xx:.15f}); {100 * numbers['violating_pairs']:.1f}% of pairs violate "
-                f"Assumption 1. h = 50, W and v ~ N(0, (1e-6)^2) (unbalanced, as in §4), full-batch GD (float64), "
-                f"step 2e-3, mean exp loss (the paper leaves loss/normalisation open; a sum loss would be n times "
-                f"faster); V_+-(t) by the sign of v_j(t) ({numbers['V_plus_init']} -> {numbers['V_plus_final']} "
-                f"positive). Both cosines pass 0.95 at iteration {aligned} (paper: good alignment after ~2000), "
-                f"|W|_2^2 exceeds 100x its initial value at iteration {grow}; the loss drops below 0.5 at "
-                f"{loss_fall} (the paper: ~3000 on MNIST, whose larger D and |x| speed growth up). GD costs {1e3 * numbers['s_per_iteration']:.2f} ms per "
-                f"iteration here ({steps} iterations in {gd.wall_s:.1f} s); {gd.n_flips} activation flips "
-                f"(Assumption 1 fails, GD chatters)."),
+                f"Assumption 1. h = 50, W and v ~ N(0, (1e-6)^2) (unbalanced, as in §4), mean exp loss (the paper "
+                f"leaves loss/normalisation open; a sum loss would be n times faster). The exact flow to t = "
+                f"{lr * steps:g} ({res.status}: {len(res.events)} events, all crossings, in {res.n_steps} steps, "
+                f"{res.wall_s:.1f} s; energy-identity residual {res.energy_residual:.1e}, inclusion residual "
+                f"{res.inclusion_residual:.1e}); beside it full-batch GD (float64), step 2e-3, {steps} iterations in "
+                f"{gd.wall_s:.1f} s with {gd.n_flips} activation flips (Assumption 1 fails, GD chatters), its final "
+                f"state {final_gap:.1e} (relative) from the flow's. V_+-(t) by the sign of v_j(t) "
+                f"({flow['V_plus_init']} -> {flow['V_plus_final']} positive on the flow). Both cosines pass 0.95 at "
+                f"{when(flow['iteration_aligned_0.95'])} on the flow (iteration {numbers['iteration_aligned_0.95']} "
+                f"of GD; the paper: good alignment after ~2000 iterations), |W|_2^2 exceeds 100x its initial value at "
+                f"{when(flow['iteration_W2_x100'])} (GD: iteration {numbers['iteration_W2_x100']}); the loss "
+                f"drops below 0.5 at {when(flow['iteration_loss_below_half'])} (GD: iteration "
+                f"{numbers['iteration_loss_below_half']}; the paper: ~3000 on MNIST, whose larger D and |x| speed "
+                f"growth up)."),
         plots=[plot], data=numbers)
