@@ -61,10 +61,10 @@ from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .bundles import Method
-from .stepping import budget_spent, order_needed, taylor_step
+from .stepping import STEP_SAFETY, budget_spent, order_needed, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
     SIMULTANEOUS, STAY as STAY_TOL
-from .series import LOSS_SQUARE, SeriesWork, horner_state, log_loss_from_outputs, loss_from_outputs, max_abs, \
+from .series import FLAT_MARGIN, LOSS_SQUARE, SeriesWork, flat_loss_radius, horner_state, log_loss_from_outputs, loss_from_outputs, max_abs, \
     network_loss, penalty, preactivations, series_work, taylor_coefficients, velocity_energy, velocity_energy_log, \
     velocity_inner
 
@@ -1065,9 +1065,10 @@ def _multiplier_series(Xa, S, G, pinv, slot, i, j, K, num, den, proj):
 
 
 @jit
-def _step_size(method, ws, t, t_end):
-    """Stage 3a: the step ``h`` of the tolerance rule at the step's order (:func:`.stepping.taylor_step`), cut at
-    ``t_end``. Returns
+def _step_size(net, method, ws, t, t_end):
+    """Stage 3a: the step ``h`` of the tolerance rule at the step's order (:func:`.stepping.taylor_step`), at most
+    ``e^-2`` times the logistic loss's radius for samples whose residual weights are flat to rounding
+    (:func:`.series.flat_loss_radius`), cut at ``t_end``. Returns
     ``(status, h, span, final, size)``: ``span`` is the interval on which the step's polynomials are accurate (exit
     decisions look that far), ``final`` whether the step ends at ``t_end``, ``size`` the state's ``max|theta|``;
     ``NONFINITE`` for a non-finite coefficient, ``NO_PROGRESS`` for a step that does not advance ``t``."""
@@ -1078,6 +1079,7 @@ def _step_size(method, ws, t, t_end):
     if not (math.isfinite(top) and math.isfinite(below)):
         return status.NONFINITE, 0.0, 0.0, False, size
     h = taylor_step(size if size > 0.0 else 1.0, below, top, K, method.tol)
+    h = min(h, STEP_SAFETY * flat_loss_radius(net.loss_kind, net.y, ws.series.F, FLAT_MARGIN))
     remaining = t_end - t
     span = h if math.isfinite(h) else remaining
     final = h >= remaining
@@ -1389,7 +1391,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         if code != status.RUNNING:
             break
         # 3. step size, noise bands, hold / release
-        code, h, span, final, size = _step_size(step, ws, t, t_end)
+        code, h, span, final, size = _step_size(net, step, ws, t, t_end)
         if code != status.RUNNING:
             break
         _noise_bands(net, step, state, ws, held, size, t)

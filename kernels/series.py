@@ -244,43 +244,72 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
                 A0[k, i] = (-y[i] * acc + (A0[k - 1, i] if log_clock else 0.0)) / k
             G[k, i] = -c * y[i] * A0[k, i]
         return
-    # logistic
-    if log_clock:
-        for i in range(n):
-            if k == 0:
-                q = y[i] * F[0, i]
-                A0[0, i] = _stable_sigmoid(q)
-                A2[0, i] = math.exp(s0 - q)
-            else:
-                acc = 0.0
-                acc2 = 0.0
-                for l in range(1, k + 1):
-                    acc += l * F[l, i] * A1[k - l, i]
+    # logistic: A0 = r = sigma(+-q), A1 = r (1 - r), r' = +-q' r (1 - r)
+    for i in range(n):
+        q = y[i] * F[0, i]
+        # the sign of sigma's argument: -q in the t clock (p = sigma(-q)); in the log clock +q where the sample is
+        # classified right (G~ = -c y exp(s - q) sigma(q): exp(s - q) cannot overflow), else -q (G~ = -c y e^s
+        # sigma(-q): exp(s - q) would overflow where q < -709 at a finite state)
+        sgn = 1.0 if log_clock and q >= 0.0 else -1.0
+        shift = sgn > 0.0  # A2 = exp(s - q) (else e^s)
+        if k == 0:
+            A0[0, i] = _stable_sigmoid(sgn * q)
+            # r (1 - r) as a product: r - r^2 cancels to 0 once r rounds to 1 (|q| > 37 in float64), and then the
+            # whole series of G vanishes and the step-size rule sees a linear flow (see flat_loss_radius)
+            A1[0, i] = A0[0, i] * _stable_sigmoid(-sgn * q)
+            if log_clock:
+                A2[0, i] = math.exp(s0 - q) if shift else math.exp(s0)
+        else:
+            acc = 0.0
+            acc2 = 0.0
+            for l in range(1, k + 1):
+                acc += l * F[l, i] * A1[k - l, i]
+                if shift:
                     acc2 += l * F[l, i] * A2[k - l, i]
-                A0[k, i] = y[i] * acc / k
+            A0[k, i] = sgn * y[i] * acc / k
+            if log_clock:
                 A2[k, i] = (-y[i] * acc2 + A2[k - 1, i]) / k
             sq = 0.0
             for l in range(k + 1):
                 sq += A0[l, i] * A0[k - l, i]
             A1[k, i] = A0[k, i] - sq
+        if log_clock:
             acc = 0.0
             for l in range(k + 1):
                 acc += A2[l, i] * A0[k - l, i]
             G[k, i] = -c * y[i] * acc
-        return
-    for i in range(n):
-        if k == 0:
-            A0[0, i] = _stable_sigmoid(-y[i] * F[0, i])
         else:
-            acc = 0.0
-            for l in range(1, k + 1):
-                acc += l * F[l, i] * A1[k - l, i]
-            A0[k, i] = -y[i] * acc / k
-        sq = 0.0
-        for l in range(k + 1):
-            sq += A0[l, i] * A0[k - l, i]
-        A1[k, i] = A0[k, i] - sq
-        G[k, i] = -c * y[i] * A0[k, i]
+            G[k, i] = -c * y[i] * A0[k, i]
+
+
+#: ``ln(1 / eps)`` in float64: beyond this margin ``|y f|`` the logistic loss's derivative ``sigma(-|y f|)`` is
+#: below the rounding of its value (see :func:`flat_loss_radius`).
+FLAT_MARGIN = 36.04365338911715
+
+
+@jit
+def flat_loss_radius(loss_kind, y, F, flat):
+    """A bound on the radius of convergence (in the expansion variable) of the logistic loss's residual weights,
+    from the samples whose margin ``|q_i| = |y_i f_i|`` is at least ``flat`` (``ln(1 / eps)``) and falling:
+    ``min_i sqrt(q_i^2 + pi^2) / |q_i'|``, ``inf`` for other losses or where no such sample approaches the boundary.
+
+    ``sigma(-q)`` is singular at ``q = +-i pi``, so ``G_i`` as a function of time is singular about where
+    ``q_i(t)`` reaches it, at ``|t| ~ sqrt(q_i^2 + pi^2) / |q_i'|``. The step-size rule sees that radius in the
+    decay of the Taylor coefficients, except where they underflow or drown in rounding: for a sample this far from
+    the boundary, the variation of ``sigma`` is about ``e^-|q_i|`` relative to its value (0 in float64 past
+    ``|q_i| ~ 745``), and a misclassified sample at ``q = -800`` would look like a linear flow to the rule, which
+    would step over the whole approach to ``q = 0`` in one step. Where ``|q_i|`` grows, that variation stays below
+    rounding and bounds nothing. ``F`` holds the outputs' series (at least orders 0 and 1).
+    """
+    r = math.inf
+    if loss_kind != LOSS_LOGISTIC:
+        return r
+    for i in range(F.shape[1]):
+        q = y[i] * F[0, i]
+        dq = y[i] * F[1, i]
+        if abs(q) >= flat and q * dq < 0.0:
+            r = min(r, math.sqrt(q * q + math.pi * math.pi) / abs(dq))
+    return r
 
 
 class SeriesWork(NamedTuple):

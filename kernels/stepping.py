@@ -6,7 +6,8 @@ from . import status
 from ._jit import jit
 from .series import max_abs
 
-_SAFETY = math.exp(-2.0)
+#: the safety factor ``e^-2`` of the step-size rule (Jorba & Zou)
+STEP_SAFETY = math.exp(-2.0)
 
 
 @jit
@@ -26,7 +27,7 @@ def taylor_step(size, below, top, order, tol=1.0):
         rho = (size / below) ** (1.0 / (order - 1))
     if top > 0.0:
         rho = min(rho, (size / top) ** (1.0 / order))
-    return rho * min(_SAFETY, tol ** (1.0 / order)) * math.exp(-0.7 / (order - 1))
+    return rho * min(STEP_SAFETY, tol ** (1.0 / order)) * math.exp(-0.7 / (order - 1))
 
 
 @jit

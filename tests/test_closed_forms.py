@@ -102,3 +102,36 @@ def test_logistic_loss_one_neuron_trained_outer_balanced():
         u = res.final.W[0, 0] * res.final.a[0]
         assert abs(u - u_exact) <= 1e-13 * u_exact
     assert res.balancedness_drift <= 1e-14
+
+
+def _misclassified_logistic(w0):
+    """One neuron ``w`` on ``x = (1, 0)``, ``a = -1`` fixed, ``y = 1``, logistic loss: ``q = y f = -w`` while
+    ``w > 0``, so ``w' = -sigma(w)`` and ``w`` reaches the kink (and sticks) at ``t* = w0 + 1 - e^-w0``."""
+    prob = fl.Problem([[1.0, 0.0]], [1.0], loss="logistic", reduction="mean", bias=False, train_outer=False)
+    return prob, fl.Params(W=[[w0, 0.0]], b=None, a=[-1.0])
+
+
+@pytest.mark.parametrize("w0", [10.0, 40.0, 100.0, 800.0])
+@pytest.mark.parametrize("t_end", [None, 1e8])  # t clock; a horizon far beyond (the log clock)
+def test_logistic_misclassified_by_a_large_margin_reaches_its_kink_on_time(w0, t_end):
+    """Far from the boundary (|q| > 37) sigma(-q) rounds to 1 and r - r^2 to 0: the residual weights' series used
+    to vanish, the rule took the flow for a linear one and stepped to the kink at t = w0 (1 early); past |q| = 745
+    their coefficients underflow even when computed as a product, which the logistic loss's radius bounds."""
+    prob, p0 = _misclassified_logistic(w0)
+    res = fl.gradient_flow(prob, p0, t_end if t_end else w0 + 10.0)
+    assert res.status == "success"
+    assert [e.kind for e in res.events] == ["stick"]
+    with mp.workdps(DPS):
+        exact = mp.mpf(w0) + 1 - mp.exp(-w0)
+        assert abs(res.events[0].t - exact) <= 1e-13 * exact
+    assert res.final.W[0, 0] == 0.0
+
+
+def test_logistic_misclassified_by_a_large_margin_at_30_digits():
+    """The same at 30 digits, where sigma(-q) rounds to 1 past |q| = 69: the kink time to the working precision."""
+    prob, p0 = _misclassified_logistic(100.0)
+    res = fl.gradient_flow(prob, p0, 110.0, dps=30)
+    assert res.status == "success" and [e.kind for e in res.events] == ["stick"]
+    with mp.workdps(DPS):
+        exact = mp.mpf(101) - mp.exp(-100)
+        assert abs(res.events[0].t - exact) <= 1e-27 * exact

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+import mpmath
 from mpmath import mpf
 
 import flowlib as fl
@@ -51,16 +52,24 @@ def test_flow_overflow_fails_with_last_finite_state(loss, w, a, t_end):
     assert "balancedness drift 0.00e+00" in text  # computed from finite states only
 
 
-def test_logistic_log_clock_at_large_negative_margin_fails_honestly():
-    """logistic, y f = -800 (L = 800), t_end = 1e8 (log clock): ln L was NaN and the state NaN with ``success``.
-    The log clock's series ``exp(s - q) sigma(q)`` overflows at ``q = -800``: the run fails at t = 0, with the
-    initial state and its (finite) loss."""
-    prob, p0 = one_neuron("logistic", math.sqrt(800.0), -math.sqrt(800.0))
+def test_logistic_log_clock_at_large_negative_margin_follows_the_closed_form():
+    """logistic, y f = -800 (L = 800), t_end = 1e8 (log clock). Once ln L was NaN with ``success``, then the log
+    clock's series ``exp(s - q) sigma(q)`` overflowed at ``q = -800`` and the run failed at t = 0; a misclassified
+    sample now takes the equal form ``e^s sigma(-q)``. Balanced ``a = -w``: ``u = a w`` solves
+    ``u' = -2 u sigma(-u)``, i.e. ``-(ln|u| + Ei(u)) / 2 = t + const`` (40 digits)."""
+    w0 = math.sqrt(800.0)
+    prob, p0 = one_neuron("logistic", w0, -w0)
     res = fl.gradient_flow(prob, p0, 1e8)
     assert_never_silent(res)
+    assert res.status == "success" and res.clock == "log"
     assert res.log_loss[0] == pytest.approx(math.log(800.0), rel=1e-14)
-    assert res.status == "failed" and "ln(1+t) = 0.0" in res.message
-    np.testing.assert_array_equal(res.final.a, [-math.sqrt(800.0)])
+    with mpmath.workdps(40):
+        u0 = -mpmath.mpf(w0) ** 2
+        F = lambda u: -(mpmath.log(-u) + mpmath.ei(u)) / 2  # noqa: E731
+        for t in (0.5, 3.0, 20.0):
+            u_exact = mpmath.findroot(lambda u: F(u) - F(u0) - t, (u0, -mpmath.mpf("1e-30")), solver="anderson")
+            state = res.params_at(t)
+            assert abs(state.W[0, 0] * state.a[0] - u_exact) <= 1e-12 * abs(u_exact), t
 
 
 def test_max_abs_sees_nan():

@@ -32,8 +32,8 @@ from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
 from flowlib.mp.tolerances import tolerance
-from flowlib.mp.series import LOSS_SQUARE, MPData, horner, loss_value, preactivations, residual_weights, slopes, \
-    taylor_coefficients, state_at, velocity_energy, velocity_energy_log
+from flowlib.mp.series import LOSS_SQUARE, MPData, flat_loss_radius, horner, loss_value, preactivations, \
+    residual_weights, slopes, taylor_coefficients, state_at, velocity_energy, velocity_energy_log
 from flowlib.progress import report
 from flowlib.running import StepInterrupted, progress_bar, sigint_flag
 from flowlib.statuses import Status, at_time, flow_stop
@@ -90,7 +90,7 @@ class _Integrator:
         self.reheld = set()  # surfaces re-classified at this instant after a release to the wrong side
         # the step's Taylor coefficients of the state, pre-activations and residual weights (:meth:`_held_series`),
         # and the switching polynomials examined (:meth:`_locate_events`): the kernel's workspace
-        self.C = self.Z = self.G = None
+        self.C = self.Z = self.G = self.F = None
         self.Zt = {}
 
     # ----- helpers ----------------------------------------------------------------------------------------
@@ -317,7 +317,7 @@ class _Integrator:
         data, K = self.data, self.K
         per_neuron, slots, dependent, null = self._held_surfaces()
         series = taylor_coefficients(data, self.S, self.P, K, per_neuron, self.t if self.log_clock else None)
-        self.C, self.Z, self.G = series.C, series.Z, series.G
+        self.C, self.Z, self.G, self.F = series.C, series.Z, series.G, series.F
         lmax = K - 1 if data.train_outer else 0
         C, G, da = self.C, self.G, data.da
         phi = [[mp.fsum(C[l][j][da] * G[k - l][i] for l in range(min(k, lmax) + 1)) for k in range(K)]
@@ -355,7 +355,7 @@ class _Integrator:
         if not (mp.isfinite(top) and mp.isfinite(below)):
             raise _Stop(kstatus.NONFINITE)
         size = max(abs(x) for row in C[0] for x in row) or mpf(1)
-        h = _taylor_step(size, below, top, K, self.tol)
+        h = min(_taylor_step(size, below, top, K, self.tol), mp.exp(-2) * flat_loss_radius(self.data, self.F))
         remaining = t_end - self.t
         span = h if mp.isfinite(h) else remaining  # the interval on which the step's polynomials are accurate
         final = h >= remaining

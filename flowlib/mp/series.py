@@ -135,12 +135,15 @@ class Series:
     Cm : list
         ``Cm[slot][k]``: ``N_j^+ v`` of each held surface, orders ``0..K - 1`` (the multiplier is
         ``Cm / (a_j G_i)``).
+    F : list
+        ``F[k][i]``: the network outputs, orders ``0..K - 1``.
     """
 
     C: list
     Z: list
     G: list
     Cm: list
+    F: list
 
 
 def _loss_derivative_order(data: MPData, F, k, G, A0, A1, A2, s0) -> None:
@@ -175,29 +178,46 @@ def _loss_derivative_order(data: MPData, F, k, G, A0, A1, A2, s0) -> None:
         exp_series(A0, s0 if log_clock else 0)
         G.append([-c * y[i] * A0[k][i] for i in range(n)])
         return
+    # logistic (kernel: the same per-sample branch): A0 = r = sigma(g q), A1 = r (1 - r), r' = g q' r (1 - r), with
+    # q = y f and g = -1 in the t clock (p = sigma(-q)); in the log clock g = +1 where q >= 0 (G~ = -c y
+    # exp(s - q) sigma(q), A2 = exp(s - q)), else g = -1 (G~ = -c y e^s sigma(-q), A2 = e^s)
+    sgn = [1 if log_clock and y[i] * F[0][i] >= 0 else -1 for i in range(n)]
     if log_clock:
-        # G~ = -c y exp(s - q) sigma(q), q = y f: A2 = exp(s - q), A0 = r = sigma(q), A1 = r (1 - r)
-        exp_series(A2, s0)
         if k == 0:
-            A0.append([_sigmoid(y[i] * F[0][i]) for i in range(n)])
+            A2.append([mp.exp(s0 - y[i] * F[0][i]) if sgn[i] > 0 else mp.exp(s0) for i in range(n)])
         else:
-            A0.append([y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [A1[k - l][i] for l in
-                                                                               range(1, k + 1)]) / k
-                       for i in range(n)])
+            A2.append([((-y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [A2[k - l][i] for l in
+                                                                                   range(1, k + 1)])
+                         if sgn[i] > 0 else 0) + A2[k - 1][i]) / k for i in range(n)])
+    if k == 0:
+        A0.append([_sigmoid(sgn[i] * y[i] * F[0][i]) for i in range(n)])
+        # r (1 - r) as a product: r - r^2 cancels once r rounds to 1 (|q| > 69 at 30 digits)
+        A1.append([A0[0][i] * _sigmoid(-sgn[i] * y[i] * F[0][i]) for i in range(n)])
+    else:
+        A0.append([sgn[i] * y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [A1[k - l][i] for l in
+                                                                                  range(1, k + 1)]) / k
+                   for i in range(n)])
         A1.append([A0[k][i] - mp.fdot([A0[l][i] for l in range(k + 1)], [A0[k - l][i] for l in range(k + 1)])
                    for i in range(n)])
+    if log_clock:
         G.append([-c * y[i] * mp.fdot([A2[l][i] for l in range(k + 1)], [A0[k - l][i] for l in range(k + 1)])
                   for i in range(n)])
-        return
-    # logistic: p = 1 / (1 + exp(y f)), p' = -y f' p (1 - p)
-    if k == 0:
-        A0.append([_sigmoid(-y[i] * F[0][i]) for i in range(n)])
     else:
-        A0.append([-y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [A1[k - l][i] for l in range(1, k + 1)])
-                   / k for i in range(n)])
-    A1.append([A0[k][i] - mp.fdot([A0[l][i] for l in range(k + 1)], [A0[k - l][i] for l in range(k + 1)])
-               for i in range(n)])
-    G.append([-c * y[i] * A0[k][i] for i in range(n)])
+        G.append([-c * y[i] * A0[k][i] for i in range(n)])
+
+
+def flat_loss_radius(data: MPData, F) -> mpf:
+    """Kernel :func:`flowlib.kernels.series.flat_loss_radius` at working precision: ``min_i sqrt(q_i^2 + pi^2) /
+    |q_i'|`` over the logistic samples with ``|q_i| >= ln(1 / eps)`` whose margin falls, ``inf`` otherwise."""
+    r = mp.inf
+    if data.loss_kind != LOSS_LOGISTIC:
+        return r
+    flat = -mp.log(mp.eps)
+    for i in range(data.n):
+        q, dq = data.y[i] * F[0][i], data.y[i] * F[1][i]
+        if abs(q) >= flat and q * dq < 0:
+            r = min(r, mp.sqrt(q * q + mp.pi ** 2) / abs(dq))
+    return r
 
 
 def taylor_coefficients(data: MPData, S, P, order: int, constraints, s0=None) -> Series:
@@ -305,7 +325,7 @@ def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
             nxt.append(row)
         C.append(nxt)
     Z.append(_switching(C[order], inputs, da, prec))
-    return Series(C=[_wrap(Ck) for Ck in C], Z=[_wrap(Zk) for Zk in Z], G=G, Cm=Cm)
+    return Series(C=[_wrap(Ck) for Ck in C], Z=[_wrap(Zk) for Zk in Z], G=G, Cm=Cm, F=F)
 
 
 #: Order at which :func:`_taylor_integer` puts its tracks on the grid of the coefficients' decay, measured from
@@ -429,7 +449,7 @@ def _taylor_reference(data: MPData, S, P, order: int, constraints, s0=None) -> S
             nxt.append(row)
         C.append(nxt)
     Z.append([[mp.fdot(C[order][j][:da], x) for j in range(m)] for x in Xa])
-    return Series(C=C, Z=Z, G=G, Cm=Cm)
+    return Series(C=C, Z=Z, G=G, Cm=Cm, F=F)
 
 
 
