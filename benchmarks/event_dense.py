@@ -13,7 +13,8 @@ Two cases, each timed in one run against its peer (never against stored timings)
 
 The cost of an event is reported in *gradient evaluations*: the wall time per event over that of one numpy
 evaluation of the network's gradient (two matrix products, timed in the same run), the unit of the peer it
-replaces. Run ``python -m benchmarks.event_dense`` (``--quick`` for short horizons), or ``flowlib bench`` (``python -m
+replaces. Run ``python -m benchmarks.event_dense`` (``--quick`` for short horizons, ``--sweep`` for the curve over
+``m`` and ``n``, ``--pairs`` for B8 on other digit pairs and widths), or ``flowlib bench`` (``python -m
 benchmarks``), which runs both after its table (``--cases B8,B9`` for these alone).
 """
 
@@ -31,16 +32,16 @@ import flowlib as fl
 FLOW_SECONDS = 60.0
 
 
-def digits_case(m: int = 50, seed: int = 0):
-    """``(problem, params)`` of B8-digits (needs scikit-learn)."""
+def digits_case(m: int = 50, seed: int = 0, pair: tuple = (0, 1)):
+    """``(problem, params)`` of B8-digits (needs scikit-learn); ``pair`` the two digits (the first labelled +1)."""
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:  # pragma: no cover - the bench extra installs it
         raise ImportError("B8-digits needs scikit-learn: pip install 'flowlib[validate]'") from exc
     digits = load_digits()
-    keep = digits.target <= 1
+    keep = (digits.target == pair[0]) | (digits.target == pair[1])
     X = digits.data[keep] / 16.0
-    y = np.where(digits.target[keep] == 0, 1.0, -1.0)
+    y = np.where(digits.target[keep] == pair[0], 1.0, -1.0)
     rng = np.random.default_rng(seed)
     W = 1e-4 * rng.standard_normal((m, X.shape[1]))
     a = np.where(np.arange(m) % 2 == 0, 1.0, -1.0) * np.linalg.norm(W, axis=1)
@@ -152,6 +153,24 @@ def sweep() -> list:
     return rows
 
 
+#: the digit pairs and widths of :func:`pairs` (B8's set-up otherwise)
+PAIRS = ((0, 1), (3, 8), (4, 9), (1, 7), (5, 6))
+WIDTHS = (20, 100)
+
+
+def pairs() -> list:
+    """B8-digits on other digit pairs (``PAIRS``, ``m = 50``) and at other widths (``WIDTHS``, digits 0 and 1), each
+    to ``t = 20`` against GD at ``lr = 2e-3``."""
+    rows = []
+    for pair in PAIRS:
+        prob, p0 = digits_case(pair=pair)
+        rows.append(measure(f"digits {pair[0]} vs {pair[1]}, m=50", prob, p0, 20.0, 2e-3))
+    for m in WIDTHS:
+        prob, p0 = digits_case(m=m)
+        rows.append(measure(f"digits 0 vs 1, m={m}", prob, p0, 20.0, 2e-3))
+    return rows
+
+
 def table(rows: list) -> str:
     """The rows as a Markdown table."""
     head = ("| case | status | t reached | events | steps | flow s | GD it | GD s | flow / GD | gradient ms | "
@@ -169,10 +188,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short horizons (a smoke run)")
     parser.add_argument("--sweep", action="store_true", help="the cost per event over m and n instead")
+    parser.add_argument("--pairs", action="store_true", help="B8 on other digit pairs and widths instead")
     args = parser.parse_args(argv)
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
           f"numpy {np.__version__}, flowlib {fl.__version__}")
-    print(table(sweep() if args.sweep else run(args.quick)))
+    print(table(sweep() if args.sweep else pairs() if args.pairs else run(args.quick)))
 
 
 if __name__ == "__main__":

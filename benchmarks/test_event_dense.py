@@ -18,3 +18,13 @@ def test_event_dense_measurement_runs_on_both_cases():
     for row in rows:
         assert row["gradients_per_step"] > 0.0 and row["ratio"] > 0.0
     assert "| B8-digits |" in event_dense.table(rows)
+
+
+def test_digit_pairs_are_the_named_digits():
+    prob, _ = event_dense.digits_case(m=4, pair=(3, 8))
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    threes = digits.data[digits.target == 3] / 16.0
+    assert prob.X.shape[0] == int(np.sum((digits.target == 3) | (digits.target == 8)))
+    assert np.array_equal(prob.X[prob.y > 0], threes)  # the first digit of the pair is labelled +1
