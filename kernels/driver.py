@@ -64,9 +64,9 @@ from .bundles import Method
 from .stepping import STEP_SAFETY, budget_spent, order_needed, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
     SIMULTANEOUS, STAY as STAY_TOL
-from .series import FLAT_MARGIN, LOSS_SQUARE, SeriesWork, flat_loss_radius, horner_state, log_loss_from_outputs, loss_from_outputs, max_abs, \
-    network_loss, penalty, preactivations, series_work, taylor_coefficients, velocity_energy, velocity_energy_log, \
-    velocity_inner
+from .series import FLAT_MARGIN, LOSS_SQUARE, SeriesWork, flat_loss_radius, horner_state, log_loss_from_outputs, \
+    loss_from_outputs, max_abs, network_loss, penalty, preactivations, series_work, taylor_coefficients, \
+    velocity_energy, velocity_energy_log, velocity_inner
 
 
 _EPS = EPS64

@@ -745,7 +745,6 @@ def solve_configuration(normal, v0, E, leak, size, tie_policy, side_forced, assi
     tol = np.empty(count)
     _surface_scales(normal, E, size, jump, tol)
     start = np.empty(count, np.int64)
-    fallback = np.empty(count, np.int64)
     forcing = False
     for p in range(count):
         forcing |= side_forced[p] != 0

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._jit import jit
+from .tolerances import EPS64
 
 LOSS_EXP = 0
 LOSS_LOGISTIC = 1
@@ -284,7 +285,7 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
 
 #: ``ln(1 / eps)`` in float64: beyond this margin ``|y f|`` the logistic loss's derivative ``sigma(-|y f|)`` is
 #: below the rounding of its value (see :func:`flat_loss_radius`).
-FLAT_MARGIN = 36.04365338911715
+FLAT_MARGIN = -math.log(EPS64)
 
 
 @jit
