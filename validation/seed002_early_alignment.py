@@ -960,7 +960,8 @@ def digits(ctx: Context) -> Outcome:
                     "gd_loss_reported_final": float(np.asarray(gd.loss, float)[-1]),
                     "violating_pairs": float(np.mean((np.outer(y, y) * (X @ X.T))[~np.eye(n, dtype=bool)] <= 0)),
                     "flow": dict(flow), "flow_status": str(res.status),
-                    "flow_events": len(res.events), "flow_steps": res.n_steps, "flow_wall_s": res.wall_s,
+                    "flow_events": len(res.events), "flow_event_counts": res.event_counts,
+                    "flow_steps": res.n_steps, "flow_wall_s": res.wall_s,
                     "flow_energy_residual": float(res.energy_residual),
                     "flow_inclusion_residual": float(res.inclusion_residual),
                     "flow_gd_final_gap": final_gap})
@@ -968,6 +969,8 @@ def digits(ctx: Context) -> Outcome:
 
     def when(k):
         return "never" if k is None else f"t = {lr * k:g}"
+
+    kinds = ", ".join(f"{count} {kind}" for kind, count in res.event_counts.items() if count)
 
     fig, axes = ctx.figure(ncols=3, size=(5.0, 4.2))
     for tr, style, who in ((flow_tr, "-", "flow"), (gd_tr, "--", "GD")):
@@ -1010,7 +1013,7 @@ def digits(ctx: Context) -> Outcome:
                 f"(cos(x_+, x_-) = {cos_xx:.15f}); {100 * numbers['violating_pairs']:.1f}% of pairs violate "
                 f"Assumption 1. h = 50, W and v ~ N(0, (1e-6)^2) (unbalanced, as in §4), mean exp loss (the paper "
                 f"leaves loss/normalisation open; a sum loss would be n times faster). The exact flow to t = "
-                f"{lr * steps:g} ({res.status}: {len(res.events)} events, all crossings, in {res.n_steps} steps, "
+                f"{lr * steps:g} ({res.status}: {len(res.events)} events ({kinds}) in {res.n_steps} steps, "
                 f"{res.wall_s:.1f} s; energy-identity residual {res.energy_residual:.1e}, inclusion residual "
                 f"{res.inclusion_residual:.1e}); beside it full-batch GD (float64), step 2e-3, {steps} iterations in "
                 f"{gd.wall_s:.1f} s with {gd.n_flips} activation flips (Assumption 1 fails, GD chatters), its final "
