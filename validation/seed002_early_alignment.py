@@ -883,14 +883,14 @@ def digits_data(pair=(0, 1)):
     return X, y
 
 
-def _digits_trajectory(states, X, y) -> dict:
+def _digits_trajectory(states, prob: fl.Problem) -> dict:
     """Per recorded packed state (no bias): the cosines of the ``V_+`` and ``V_-`` neurons' mean weight with ``x_+``
     and ``x_-`` (``V_+-`` by the sign of ``v_j``), ``|V_+|``, ``|W|_2^2``, the stable rank ``|W|_F^2/|W|_2^2`` and the
     mean exp loss, computed from the states alone (the same numbers for the flow and for GD)."""
     states = np.asarray(states, float)
-    D = X.shape[1]
-    W, a = _w_and_a(states, D)
-    xp, xm = X[y > 0].sum(0), X[y < 0].sum(0)
+    X, y = prob.X, prob.y
+    W, a = _w_and_a(states, X.shape[1])
+    xp, xm = X_sum(prob)
     cos_p, cos_m, n_plus, loss = [], [], [], []
     for Wk, ak in zip(W, a):
         vp, vm = ak > 0, ak < 0
@@ -948,8 +948,8 @@ def digits(ctx: Context) -> Outcome:
     it = np.asarray(gd.iterations)
     # the exact flow over the same time, recorded at the same instants t = lr k (no dense output: ~5 600 steps)
     res = fl.gradient_flow(prob, p0, t_end=lr * steps, t_eval=lr * it, dense_output=False)
-    flow_tr = _digits_trajectory(res.states_eval, X, y)
-    gd_tr = _digits_trajectory(gd.states, X, y)
+    flow_tr = _digits_trajectory(res.states_eval, prob)
+    gd_tr = _digits_trajectory(gd.states, prob)
     flow = _digits_numbers(flow_tr, it, loss_target)
     numbers = _digits_numbers(gd_tr, it, loss_target)
     xp, xm = X_sum(prob)

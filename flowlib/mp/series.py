@@ -156,14 +156,16 @@ def _loss_derivative_order(data: MPData, F, k, G, A0, A1, A2, s0) -> None:
     n = data.n
     log_clock = s0 is not None
 
-    def exp_series(target, shift):
-        """Order ``k`` of ``exp(shift - y f)`` (``shift = s`` contributes ``1`` to the derivative of the exponent)."""
+    def exp_series(target, shift, with_f=None):
+        """Order ``k`` of ``exp(shift - y f)`` (``shift = s`` contributes ``1`` to the derivative of the exponent);
+        of ``exp(shift)`` for the samples whose ``with_f`` is false."""
+        use = [True] * n if with_f is None else with_f
         if k == 0:
-            target.append([mp.exp(shift - y[i] * F[0][i]) for i in range(n)])
+            target.append([mp.exp(shift - y[i] * F[0][i]) if use[i] else mp.exp(shift) for i in range(n)])
             return
-        target.append([(-y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [target[k - l][i] for l in
-                                                                                  range(1, k + 1)])
-                        + (target[k - 1][i] if log_clock else 0)) / k for i in range(n)])
+        target.append([((-y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [target[k - l][i] for l in
+                                                                                   range(1, k + 1)])
+                         if use[i] else 0) + (target[k - 1][i] if log_clock else 0)) / k for i in range(n)])
 
     if data.loss_kind == LOSS_SQUARE:
         plain = [c * (F[k][i] - (y[i] if k == 0 else 0)) for i in range(n)]
@@ -183,12 +185,7 @@ def _loss_derivative_order(data: MPData, F, k, G, A0, A1, A2, s0) -> None:
     # exp(s - q) sigma(q), A2 = exp(s - q)), else g = -1 (G~ = -c y e^s sigma(-q), A2 = e^s)
     sgn = [1 if log_clock and y[i] * F[0][i] >= 0 else -1 for i in range(n)]
     if log_clock:
-        if k == 0:
-            A2.append([mp.exp(s0 - y[i] * F[0][i]) if sgn[i] > 0 else mp.exp(s0) for i in range(n)])
-        else:
-            A2.append([((-y[i] * mp.fdot([l * F[l][i] for l in range(1, k + 1)], [A2[k - l][i] for l in
-                                                                                   range(1, k + 1)])
-                         if sgn[i] > 0 else 0) + A2[k - 1][i]) / k for i in range(n)])
+        exp_series(A2, s0, [g > 0 for g in sgn])
     if k == 0:
         A0.append([_sigmoid(sgn[i] * y[i] * F[0][i]) for i in range(n)])
         # r (1 - r) as a product: r - r^2 cancels once r rounds to 1 (|q| > 69 at 30 digits)
