@@ -10,11 +10,23 @@ Two measurements against peers timed in the same run (never against stored timin
 ``PEER_DPS = 40`` digits against :func:`plain_mp_descent`, a straightforward loop over lists of mpf objects doing
 the same arithmetic (same iterates); and the mpmath flow of seed 003's three points (m = 50, t = 0.5) at 30 and 50
 digits against the float64 flow of the same problem (seconds and ratio).
+
+``python -m benchmarks.precision --against CHECKOUT`` compares the mpmath flow of this tree with another
+version of flowlib, each in its own process, one after the other: seed 003's three points (m = 50) at 30 digits to
+``t = 0.5`` and ``t = 20``, best of two runs per version, with the steps, events and the largest difference of the
+final states (relative to the state's largest entry, at 40 digits). ``CHECKOUT`` is put first on ``PYTHONPATH``,
+so it must be importable from its root: a ``git worktree`` of a revision from before the editable-install layout
+check, e.g. ``git worktree add /tmp/base fdd7f91`` (the mpmath backend before its exact integer sums).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import platform
+import subprocess
+import sys
 import time
 
 from mpmath import mp, mpf
@@ -139,7 +151,81 @@ def _best(fn, repeats: int) -> float:
     return best
 
 
-def main() -> int:
+#: flow times of :func:`against`, seed 003's three points at 30 digits
+AGAINST_T_END = (0.5, 20.0)
+AGAINST_DPS = 30
+
+_AGAINST_SCRIPT = """
+import json, sys, time
+import flowlib as fl
+from flowlib import examples
+prob, p0 = examples.three_points(50)
+t_end, dps = float(sys.argv[1]), int(sys.argv[2])
+best, res = float("inf"), None
+for _ in range(2):
+    tick = time.perf_counter()
+    res = fl.gradient_flow(prob, p0, t_end, dps=dps)
+    best = min(best, time.perf_counter() - tick)
+print(json.dumps(dict(seconds=best, steps=int(res.n_steps), events=len(res.events), status=str(res.status),
+                      final=[str(v) for v in list(res.states[-1].ravel())])))
+"""
+
+
+def _flow_in(root: str, t_end: float, dps: int) -> dict:
+    """:data:`_AGAINST_SCRIPT` in a fresh process with ``root`` first on ``PYTHONPATH``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    out = subprocess.run([sys.executable, "-c", _AGAINST_SCRIPT, repr(t_end), str(dps)], env=env, cwd=root,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def against(other: str) -> list[dict]:
+    """The mpmath flow of seed 003's three points (m = 50, :data:`AGAINST_DPS` digits) to each of
+    :data:`AGAINST_T_END`, with this tree and with the flowlib at ``other``, each in its own process.
+
+    Returns
+    -------
+    list of dict
+        Per horizon: ``t_end``, ``this`` and ``other`` (seconds, steps, events, status), ``speedup`` (other's
+        seconds over this tree's) and ``difference`` (the largest difference of the final states over their
+        largest entry, at 40 digits).
+    """
+    if not os.path.isdir(os.path.join(other, "flowlib")):
+        raise ValueError(f"other must be a flowlib checkout (a folder holding flowlib/), got {other!r}")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rows = []
+    for t_end in AGAINST_T_END:
+        mine, theirs = _flow_in(here, t_end, AGAINST_DPS), _flow_in(other, t_end, AGAINST_DPS)
+        with mp.workdps(40):
+            a = [mpf(v) for v in mine.pop("final")]
+            b = [mpf(v) for v in theirs.pop("final")]
+            scale = max(abs(v) for v in b)
+            difference = float(max(abs(u - v) for u, v in zip(a, b)) / scale) if len(a) == len(b) else float("nan")
+        rows.append(dict(t_end=t_end, this=mine, other=theirs, speedup=theirs["seconds"] / mine["seconds"],
+                         difference=difference))
+    return rows
+
+
+def print_against(other: str) -> None:
+    """Print :func:`against`'s table."""
+    print(f"mpmath flow, seed 003 three points (m = 50), {AGAINST_DPS} digits, best of 2 per version, each version "
+          f"in its own process; other = {other}")
+    print(f"{'t_end':>6} {'this s':>8} {'steps':>6} {'events':>7} {'other s':>8} {'steps':>6} {'events':>7} "
+          f"{'speedup':>8} {'final state difference':>23}")
+    for row in against(other):
+        a, b = row["this"], row["other"]
+        print(f"{row['t_end']:>6g} {a['seconds']:>8.2f} {a['steps']:>6} {a['events']:>7} {b['seconds']:>8.2f} "
+              f"{b['steps']:>6} {b['events']:>7} {row['speedup']:>8.2f} {row['difference']:>23.1e}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.precision", description=__doc__.split("\n")[0])
+    parser.add_argument("--against", metavar="CHECKOUT",
+                        help="compare the mpmath flow with the flowlib of another checkout (see the module docstring)")
+    args = parser.parse_args(argv)
+    if args.against:
+        print_against(args.against)
+        return 0
     compile_s = warm()
     print(f"machine: {platform.processor() or platform.machine()}, {platform.system()}, python "
           f"{platform.python_version()}; kernel warm-up (compile or cache load) {compile_s:.2f} s")

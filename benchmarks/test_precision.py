@@ -78,3 +78,21 @@ def test_float64_flow_peer(benchmark):
     deep = precision.run_mp_flow(prob, p0, 30, t_end)
     assert res.status == deep.status == "success"
     assert [(e.kind, e.neuron, e.sample) for e in res.events] == [(e.kind, e.neuron, e.sample) for e in deep.events]
+
+
+def test_against_refuses_a_folder_without_flowlib(tmp_path):
+    with pytest.raises(ValueError, match="other must be a flowlib checkout"):
+        precision.against(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_against_this_tree_reproduces_its_own_flow(monkeypatch):
+    """Comparing the tree with itself (two fresh processes each): the same steps, events and final state to the
+    last printed digit, so a difference reported against another version is that version's."""
+    monkeypatch.setattr(precision, "AGAINST_T_END", (0.5,))
+    here = str(__import__("pathlib").Path(precision.__file__).resolve().parents[1])
+    (row,) = precision.against(here)
+    assert row["this"]["status"] == row["other"]["status"] == "success"
+    assert (row["this"]["steps"], row["this"]["events"]) == (row["other"]["steps"], row["other"]["events"])
+    assert row["this"]["events"] > 0
+    assert row["difference"] == 0.0
