@@ -118,6 +118,37 @@ def loops_tn(A, B, out):
 
 
 @jit
+def row_dots(A, B, out):
+    """``out_i = sum_q A_iq B_iq`` over the columns of ``B`` (``A`` may be wider), each sum in increasing ``q``.
+
+    Four rows at a time, in four independent chains of additions: a single chain waits on each addition's latency,
+    and on wide rows (B8's 65 features) that made this pass cost about as much as one of the order's matrix
+    products. The numbers are the same, to the last bit, as one row at a time.
+    """
+    n, width = B.shape
+    top = n - n % 4
+    for i in range(0, top, 4):
+        acc0 = 0.0
+        acc1 = 0.0
+        acc2 = 0.0
+        acc3 = 0.0
+        for q in range(width):
+            acc0 += A[i, q] * B[i, q]
+            acc1 += A[i + 1, q] * B[i + 1, q]
+            acc2 += A[i + 2, q] * B[i + 2, q]
+            acc3 += A[i + 3, q] * B[i + 3, q]
+        out[i] = acc0
+        out[i + 1] = acc1
+        out[i + 2] = acc2
+        out[i + 3] = acc3
+    for i in range(top, n):
+        acc = 0.0
+        for q in range(width):
+            acc += A[i, q] * B[i, q]
+        out[i] = acc
+
+
+@jit
 def _stable_sigmoid(u):
     """Return ``1 / (1 + exp(-u))`` without overflow."""
     if u >= 0.0:
@@ -171,11 +202,7 @@ def network_outputs(Xa, P, S, out_f):
                 Q[j, k] = P[j, da] * P[j, k]
         T = np.empty((n, da))
         matmul_nn(S, Q, T)
-        for i in range(n):
-            f = 0.0
-            for k in range(da):
-                f += T[i, k] * Xa[i, k]
-            out_f[i] = f
+        row_dots(T, Xa, out_f)
         return
     for i in range(n):
         f = 0.0
@@ -438,11 +465,7 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
             np.dot(S, Q, T)
         else:
             loops_nn(S, Q, T)
-        for i in range(n):
-            acc = 0.0
-            for q in range(da):
-                acc += T[i, q] * Xa[i, q]
-            F[k, i] = acc
+        row_dots(T, Xa, F[k])
         _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0)
         # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
         for i in range(n):
