@@ -129,8 +129,12 @@ def _runtime_symbols() -> dict[int, tuple[int, str]]:
     from numba.core.runtime import nrt
 
     library = nrt.rtsys.library
+    try:
+        functions = list(library._final_module.functions)
+    except AttributeError:  # another Numba's internals: the runtime's helpers stay unnamed
+        return {}
     found = {}
-    for function in library._final_module.functions:
+    for function in functions:
         if not function.is_declaration:
             address = library.get_pointer_to_function(function.name)
             if address:
