@@ -174,9 +174,12 @@ print(json.dumps(dict(seconds=best, steps=int(res.n_steps), events=len(res.event
 def _flow_in(root: str, t_end: float, dps: int) -> dict:
     """:data:`_AGAINST_SCRIPT` in a fresh process with ``root`` first on ``PYTHONPATH``."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    out = subprocess.run([sys.executable, "-c", _AGAINST_SCRIPT, repr(t_end), str(dps)], env=env, cwd=root,
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-c", _AGAINST_SCRIPT, repr(t_end), str(dps)], env=env, cwd=root,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the flow with the flowlib at {root} failed: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def against(other: str) -> list[dict]:
@@ -189,6 +192,13 @@ def against(other: str) -> list[dict]:
         Per horizon: ``t_end``, ``this`` and ``other`` (seconds, steps, events, status), ``speedup`` (other's
         seconds over this tree's) and ``difference`` (the largest difference of the final states over their
         largest entry, at 40 digits).
+
+    Raises
+    ------
+    ValueError
+        If ``other`` holds no ``flowlib/`` folder.
+    RuntimeError
+        If either flow fails to run (the last line of its error is in the message).
     """
     if not os.path.isdir(os.path.join(other, "flowlib")):
         raise ValueError(f"other must be a flowlib checkout (a folder holding flowlib/), got {other!r}")
@@ -208,11 +218,12 @@ def against(other: str) -> list[dict]:
 
 def print_against(other: str) -> None:
     """Print :func:`against`'s table."""
+    rows = against(other)
     print(f"mpmath flow, seed 003 three points (m = 50), {AGAINST_DPS} digits, best of 2 per version, each version "
           f"in its own process; other = {other}")
     print(f"{'t_end':>6} {'this s':>8} {'steps':>6} {'events':>7} {'other s':>8} {'steps':>6} {'events':>7} "
           f"{'speedup':>8} {'final state difference':>23}")
-    for row in against(other):
+    for row in rows:
         a, b = row["this"], row["other"]
         print(f"{row['t_end']:>6g} {a['seconds']:>8.2f} {a['steps']:>6} {a['events']:>7} {b['seconds']:>8.2f} "
               f"{b['steps']:>6} {b['events']:>7} {row['speedup']:>8.2f} {row['difference']:>23.1e}")
@@ -224,7 +235,11 @@ def main(argv=None) -> int:
                         help="compare the mpmath flow with the flowlib of another checkout (see the module docstring)")
     args = parser.parse_args(argv)
     if args.against:
-        print_against(args.against)
+        try:
+            print_against(args.against)
+        except (ValueError, RuntimeError) as exc:
+            print(f"benchmarks.precision: {exc}", file=sys.stderr)
+            return 2
         return 0
     compile_s = warm()
     print(f"machine: {platform.processor() or platform.machine()}, {platform.system()}, python "

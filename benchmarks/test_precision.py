@@ -85,6 +85,12 @@ def test_against_refuses_a_folder_without_flowlib(tmp_path):
         precision.against(str(tmp_path))
 
 
+def test_a_flow_that_cannot_run_in_the_other_tree_is_an_error_with_its_cause(tmp_path):
+    (tmp_path / "flowlib").mkdir()  # a folder named flowlib that holds no flowlib
+    with pytest.raises(RuntimeError, match=r"the flow with the flowlib at .* failed: .*Error"):
+        precision._flow_in(str(tmp_path), 0.5, 30)
+
+
 @pytest.mark.slow
 def test_against_this_tree_reproduces_its_own_flow(monkeypatch):
     """Comparing the tree with itself (two fresh processes each): the same steps, events and final state to the
