@@ -121,9 +121,9 @@ def loops_tn(A, B, out):
 def row_dots(A, B, out):
     """``out_i = sum_q A_iq B_iq`` over the columns of ``B`` (``A`` may be wider), each sum in increasing ``q``.
 
-    Four rows at a time, in four independent chains of additions: a single chain waits on each addition's latency,
-    and on wide rows (B8's 65 features) that made this pass cost about as much as one of the order's matrix
-    products. The numbers are the same, to the last bit, as one row at a time.
+    Four rows at a time, in four independent chains of additions: a single chain waits on each addition's latency
+    (sampled on B8, whose rows hold 65 features, it was the largest loop of the recurrence outside BLAS). The
+    numbers are the same, to the last bit, as one row at a time.
     """
     n, width = B.shape
     top = n - n % 4
