@@ -56,6 +56,9 @@ LCP_HOLD = 3  #: repelling and held: its slope is a variable and its normal velo
 LOWEST_ORDER = 6
 ORDER_MARGIN = 2
 ORDER_CLIMB = 4
+#: The step-size rule's safety factor is ``e^STEP_SAFETY_EXPONENT`` (Jorba & Zou), in both backends; the same
+#: factor scales the logistic loss's radius where its coefficients are flat to rounding.
+STEP_SAFETY_EXPONENT = -2
 #: Width of the noise band of a held surface's exit polynomial ``a_j G_i (s_ij - beta)``, in units of its noise
 #: estimate (kernels/driver.py): an excursion of the multiplier beyond ``beta`` that stays inside the band is rounding
 #: (or a tangency), not an exit.

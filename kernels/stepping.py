@@ -4,10 +4,11 @@ import math
 
 from . import status
 from ._jit import jit
+from .constants import STEP_SAFETY_EXPONENT
 from .series import max_abs
 
-#: the safety factor ``e^-2`` of the step-size rule (Jorba & Zou)
-STEP_SAFETY = math.exp(-2.0)
+#: the safety factor ``e^-2`` of the step-size rule (Jorba & Zou) in float64
+STEP_SAFETY = math.exp(STEP_SAFETY_EXPONENT)
 
 
 @jit

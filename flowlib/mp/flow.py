@@ -27,7 +27,7 @@ from mpmath import mp, mpf
 
 from flowlib.kernels import status as kstatus
 from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, LOWEST_ORDER, NOISE_BAND, \
-    ORDER_CLIMB, ORDER_MARGIN
+    ORDER_CLIMB, ORDER_MARGIN, STEP_SAFETY_EXPONENT
 from flowlib.mp import events as mpevents, linalg
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
@@ -355,7 +355,8 @@ class _Integrator:
         if not (mp.isfinite(top) and mp.isfinite(below)):
             raise _Stop(kstatus.NONFINITE)
         size = max(abs(x) for row in C[0] for x in row) or mpf(1)
-        h = min(_taylor_step(size, below, top, K, self.tol), mp.exp(-2) * flat_loss_radius(self.data, self.F))
+        h = min(_taylor_step(size, below, top, K, self.tol),
+                mp.exp(STEP_SAFETY_EXPONENT) * flat_loss_radius(self.data, self.F))
         remaining = t_end - self.t
         span = h if mp.isfinite(h) else remaining  # the interval on which the step's polynomials are accurate
         final = h >= remaining
@@ -777,8 +778,8 @@ def _taylor_step(size, below, top, K, tol):
     if top > 0:
         rho = min(rho, (size / top) ** (mpf(1) / K))
     factor = tol ** (mpf(1) / K)
-    if factor >= mp.exp(-2):
-        return rho * mp.exp(-2 - mpf(7) / 10 / (K - 1))
+    if factor >= mp.exp(STEP_SAFETY_EXPONENT):
+        return rho * mp.exp(STEP_SAFETY_EXPONENT - mpf(7) / 10 / (K - 1))
     return rho * factor * mp.exp(-mpf(7) / 10 / (K - 1))
 
 
