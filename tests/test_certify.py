@@ -105,6 +105,40 @@ def test_v12_hit_time_state_and_loss_enclose_the_50_digit_flow():
     assert fl.certify(ref).certified
 
 
+def test_exact_balls_of_mpf_keep_their_sign_and_refuse_non_finite_values():
+    """mpmath keeps an mpf's sign apart from its mantissa: a negative mpf is enclosed as itself, exactly."""
+    from flowlib.certify.balls import exact as exact_ball
+    from flowlib.certify.balls import working
+
+    with mp.workdps(40), working(53, 8):
+        for number in (-1.5, -3e20, -2.0**-1074, 0.0, 0.75):  # binary fractions: the float path agrees exactly
+            ball = exact_ball(mpf(number))
+            assert ball.rad() == 0 and ball.mid() == flint.arb(number).mid()
+        for text in ("-0.1", "1e-30", "-7.25e-12"):  # 40-digit values: the same number to 40 digits, its sign kept
+            value = mpf(text)
+            ball = exact_ball(value)
+            assert ball.rad() == 0 and (ball < 0) == (value < 0)
+            with working(300, 8):  # the decimal's own ball, 90 digits wide
+                assert abs(ball - flint.arb(text)) < abs(flint.arb(text)) * flint.arb("1e-39")
+        for bad in (mp.inf, -mp.inf, mp.nan):
+            with pytest.raises(ValueError, match="non-finite"):
+                exact_ball(bad)
+
+
+def test_an_mpmath_run_with_negative_weights_is_certified():
+    """Seed 003's three points (m = 8, negative inner and outer weights) at 30 digits: the certifier starts from the
+    run's own mpf state and proves each of its events, as it does for the float64 run."""
+    prob, p0 = examples.three_points(8)[:2]
+    assert (p0.W < 0).any() and (p0.a < 0).any()
+    ref = fl.gradient_flow(prob, p0, 1.0, dps=30)
+    cert = fl.certify(ref)
+    assert cert.status == "certified", cert.reason
+    assert [e.kind for e in cert.events] == [e.kind for e in ref.events] == ["cross", "stick", "cross", "cross"]
+    with mp.workdps(DPS):
+        for found, t in zip(cert.events, ref.events.t):
+            assert _inside(t, found.t) or abs(t - found.t[0]) <= 1e-28
+
+
 def _slide_end_problem(seed: int):
     """Three Gaussian points in the plane, square loss, two neurons, outer layer trained: for seed 72 (leaky ReLU,
     leak 0.25) and 97 (ReLU) a neuron slides on a hyperplane and leaves it where its multiplier reaches a bound."""

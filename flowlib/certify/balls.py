@@ -55,23 +55,36 @@ def series_length(length: int):
 def exact(value):
     """The exact ball of a float64, an mpmath ``mpf``, an integer or a :class:`fractions.Fraction`.
 
-    Floats and mpf numbers are binary fractions ``man * 2**exp`` and are converted without rounding; a fraction is
-    a quotient of two exact integers, rounded outward at the working precision.
+    Floats and mpf numbers are binary fractions ``man * 2**exp`` and are converted without rounding, whatever
+    their length and the working precision (a 50-digit mpf keeps its 167 bits); a fraction is a quotient of two
+    exact integers, rounded outward at the working precision.
+
+    Raises
+    ------
+    ValueError
+        For an infinite or NaN value.
     """
-    arb = flint().arb
+    module = flint()
     if isinstance(value, (int, np.integer)):
-        return arb(int(value))
+        return module.arb(int(value))
     if isinstance(value, Fraction):
-        return arb(value.numerator) / value.denominator
-    man_exp = getattr(value, "man_exp", None)  # mpmath's mpf
-    if man_exp is not None:
-        man, exp = man_exp
-        return arb(int(man)) * arb(2) ** int(exp) if man else arb(0)
+        return module.arb(value.numerator) / value.denominator
+    raw = getattr(value, "_mpf_", None)  # mpmath's mpf: (sign, man, exp, bc), the mantissa without its sign
+    if raw is not None:
+        sign, man, exp, _ = raw
+        if not man and exp:  # mpmath codes inf, -inf and nan as a zero mantissa with a non-zero exponent
+            raise ValueError(f"cannot enclose the non-finite number {value!r}")
+        return _binary(module, -int(man) if sign else int(man), int(exp))
     number = float(value)
     if not np.isfinite(number):
         raise ValueError(f"cannot enclose the non-finite number {value!r}")
-    numerator, denominator = number.as_integer_ratio()
-    return arb(numerator) / denominator  # the denominator is a power of two: the quotient is exact
+    numerator, denominator = number.as_integer_ratio()  # the denominator is a power of two
+    return _binary(module, numerator, 1 - denominator.bit_length())
+
+
+def _binary(module, man: int, exp: int):
+    """The ball of radius 0 at ``man * 2**exp`` (python-flint's ``arf`` holds it exactly)."""
+    return module.arb(module.arf((man, exp))) if man else module.arb(0)
 
 
 def span(lo, hi):
