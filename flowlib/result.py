@@ -356,8 +356,9 @@ class FlowResult(_PackedViews, Summarised):
 
     @property
     def final(self) -> Params:
-        """Parameters at the time reached."""
-        return Params.unpacked(self.states[-1], self.problem.bias)
+        """Parameters at the time reached, as float64 (rounded to nearest for an mpmath run, whose full precision
+        is ``states[-1]``)."""
+        return Params.unpacked(np.asarray(self.states[-1], dtype=np.float64), self.problem.bias)
 
     # ----- dense output -------------------------------------------------------------------------------------
     @property

@@ -143,6 +143,25 @@ def test_dense_output_save_load_and_precision_hygiene(tmp_path):
     assert "mpmath, 40 digits" in res.summary()
 
 
+def test_final_parameters_of_an_mpmath_run_are_its_state_rounded_to_float64():
+    """``final`` (and what reads it: ``to_torch``, ``params_at`` of a run without steps) is the last mpf state
+    rounded to nearest, each entry within half an ulp of the 40-digit value, with the signs of negative weights."""
+    prob, p0 = examples.three_points(8)[:2]
+    res = fl.gradient_flow(prob, p0, 0.5, dps=40)
+    final = res.final
+    with mp.workdps(40):
+        last = res.states[-1]
+        for j in range(8):
+            for q, value in enumerate((final.W[j, 0], final.b[j], final.a[j])):
+                exact = last[j, q]
+                assert abs(mp.mpf(float(value)) - exact) <= abs(exact) * mp.mpf(2) ** -53
+    assert (final.W < 0).any() and final.W.dtype == np.float64
+    np.testing.assert_allclose(fl.predict(final, prob.X, problem=prob), fl.predict(res, prob.X).astype(float),
+                               rtol=1e-14)
+    still = fl.gradient_flow(prob, p0, 0.0, dps=30)
+    assert still.n_steps == 0 and np.array_equal(still.params_at(0.0).W, p0.W)
+
+
 @pytest.mark.parametrize("kwargs, name", [({"dps": 10}, "dps"), ({"dps": 2.5}, "dps"), ({"dps": True}, "dps"),
                                           ({"dps": 30, "rtol": 1e-40}, "rtol"), ({"dps": 30, "rtol": "x"}, "rtol"),
                                           ({"dps": 30, "rtol": 0.1}, "rtol")])
