@@ -394,8 +394,25 @@ class FlowResult(_PackedViews, Summarised):
         if log_t is not None:
             given = numbers.convert(log_t)
             return numbers.softplus(given) if self.clock == "log" else numbers.exp(given)
-        given = numbers.convert(t)
+        given = numbers.convert(self._ends_by_float(t))
         return numbers.log1p(given) if self.clock == "log" else given
+
+    def _ends_by_float(self, t):
+        """``t`` with each float64 equal to ``float(t[0])`` or ``float(t[-1])`` (:attr:`t_final`) replaced by that end
+        of an mpmath run, exactly: the end of a 30-digit run in the log clock, ``expm1(s_end)``, may round up to a
+        float64 beyond it, and the time reached must still name the time reached."""
+        if self.dps is None or isinstance(t, str):
+            return t
+        ends = {float(self.t[0]): self.t[0], float(self.t[-1]): self.t[-1]}
+        if isinstance(t, (float, np.floating)):
+            return ends.get(float(t), t)
+        values = np.asarray(t)
+        if values.dtype.kind != "f":
+            return t
+        out = values.astype(object)
+        for index, value in np.ndenumerate(values):
+            out[index] = ends.get(float(value), value)
+        return out
 
     def _packed_at(self, u: np.ndarray) -> np.ndarray:
         """The packed states at the values ``u`` of the integration variable: from the dense output, or without
@@ -422,7 +439,8 @@ class FlowResult(_PackedViews, Summarised):
     def params_at(self, t: float | None = None, *, log_t: float | None = None) -> Params:
         """Parameters at time ``t`` (or at ``ln t = log_t``) from the Taylor polynomials (dense output), as float64.
 
-        For the full precision of an mpmath run use :meth:`states_at` (``t`` may then be an mpf or a string).
+        For the full precision of an mpmath run use :meth:`states_at` (``t`` may then be an mpf or a string); there
+        the float64 :attr:`t_final` names the time reached exactly, even where it rounds beyond it.
 
         Raises
         ------

@@ -162,6 +162,24 @@ def test_final_parameters_of_an_mpmath_run_are_its_state_rounded_to_float64():
     assert still.n_steps == 0 and np.array_equal(still.params_at(0.0).W, p0.W)
 
 
+def test_the_time_reached_as_a_float_names_the_end_of_an_mpmath_run():
+    """In the log clock a 30-digit run ends at ``t = expm1(3)``, whose float64 (``t_final``) lies above it: that
+    float still names the end (the last state exactly, its loss to rounding), and any other float beyond it is refused."""
+    prob, p0 = examples.os_logistic()[:2]
+    res = fl.gradient_flow(prob, p0, log_t_end=3.0, dps=30)
+    with mp.workdps(30):
+        assert res.t_final > res.t[-1]  # the case this test is about
+    reached, final = res.params_at(res.t_final), res.final
+    assert np.array_equal(reached.W, final.W) and np.array_equal(reached.a, final.a)
+    at = res.states_at(np.array([0.0, res.t_final]))
+    assert all(a == b for a, b in zip(at[1].ravel(), res.states[-1].ravel()))
+    assert all(a == b for a, b in zip(at[0].ravel(), res.states[0].ravel()))
+    with mp.workdps(30):
+        assert abs(res.loss_at(res.t_final) - res.loss[-1]) <= mp.mpf("1e-28") * res.loss[-1]
+    with pytest.raises(ValueError, match="interval the run covered"):
+        res.params_at(np.nextafter(res.t_final, np.inf))
+
+
 @pytest.mark.parametrize("kwargs, name", [({"dps": 10}, "dps"), ({"dps": 2.5}, "dps"), ({"dps": True}, "dps"),
                                           ({"dps": 30, "rtol": 1e-40}, "rtol"), ({"dps": 30, "rtol": "x"}, "rtol"),
                                           ({"dps": 30, "rtol": 0.1}, "rtol")])
