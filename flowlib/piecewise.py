@@ -225,6 +225,10 @@ class PiecewiseAffine:
         for name, (got, want) in checks.items():
             if got != want:
                 raise ValueError(f"{name} must have shape {want}, got {got}")
+        zero = np.flatnonzero(~self.normals.any(axis=1))
+        if len(zero):
+            raise ValueError(f"normals row {zero[0]} is zero: its switching function is the constant beta_k, which "
+                             "is no surface")
 
     def solve(self, x0, t_end: float, *, rtol: float = 1e-13, max_steps: int = 100_000,
               max_events: int = 10_000, tie: str = "stay") -> PiecewiseResult:
@@ -235,6 +239,12 @@ class PiecewiseAffine:
         larger speed ``|x'|``); see the class notes. The kernel runs in chunks whose output buffers grow as the
         run goes (doubling, from 256 steps), so memory follows the steps actually taken, not ``max_steps``. A
         non-finite state ends the run with status ``"failed"`` and the last finite state.
+
+        ``rtol`` bounds each Taylor step's local error by about ``rtol * max|x|``, norm-wise, as in the network
+        engine: a component much smaller than the largest is resolved only to that absolute accuracy. Scale the
+        state so that its components are comparable (a twisting pair of amplitude 1 beside a drift ``x3' = 1e12``
+        is integrated to an absolute ``~0.1`` and its Zeno point is not seen). The decisions at the surfaces do not
+        depend on that scale: each surface's normal velocity is measured against its own terms.
 
         Raises
         ------

@@ -110,11 +110,26 @@ def _equivalent_control(normals, f_free, Y, held_idx, out_sigma):
 
 
 @jit
-def _repelling(normals, Y, size, k, control):
+def _surface_scales(normals, f_free, Y, out):
+    """``out[k] = sum_r |n_k[r]| (|f_free[r]| + sum_l |Y[l, r]|)``: the size of the terms of surface ``k``'s normal
+    velocity ``<n_k, x'>``, the yardstick of every decision on that surface. (A size of the whole field would let a
+    large component elsewhere swamp a small but genuine normal velocity: ``x1' = 1e10`` beside ``x2' = -3``.)"""
+    for k in range(normals.shape[0]):
+        acc = 0.0
+        for r in range(f_free.shape[0]):
+            magnitude = abs(f_free[r])
+            for q in range(Y.shape[0]):
+                magnitude += abs(Y[q, r])
+            acc += abs(normals[k, r]) * magnitude
+        out[k] = acc
+
+
+@jit
+def _repelling(normals, Y, scale, k, control):
     """Whether held surface ``k`` with equivalent control ``control`` is repelling: the control is interior and the
-    normal velocity grows with ``sigma_k`` (both one-sided fields point away from the surface)."""
-    n_size = math.sqrt(np.sum(normals[k] ** 2))
-    return -1.0 < control < 1.0 and np.dot(normals[k], Y[k]) > STAY_TOL * size * n_size
+    normal velocity grows with ``sigma_k`` (both one-sided fields point away from the surface) by more than
+    ``STAY_TOL`` of the surface's ``scale`` (:func:`_surface_scales`)."""
+    return -1.0 < control < 1.0 and np.dot(normals[k], Y[k]) > STAY_TOL * scale
 
 
 @jit
@@ -148,9 +163,8 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
     seen = np.zeros(count, np.int64)
     v = np.empty(n_state)
     _field_parts(A0, c0, A, c, sigma, held, x, f_free, Y)
-    size = math.sqrt(np.sum(f_free**2))
-    for k in range(K):
-        size += math.sqrt(np.sum(Y[k] ** 2))
+    scale = np.empty(K)
+    _surface_scales(normals, f_free, Y, scale)
     for code in range(total):
         digits = code
         ok = True
@@ -169,7 +183,10 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
         held_idx = np.flatnonzero(trial_held)
         nh = len(held_idx)
         residual = _equivalent_control(normals, f_free, Y, held_idx, eq)
-        if residual > STAY_TOL * size:
+        held_scale = 0.0
+        for a in range(nh):
+            held_scale += scale[held_idx[a]] ** 2
+        if residual > STAY_TOL * math.sqrt(held_scale):
             continue
         for r in range(n_state):
             v[r] = f_free[r]
@@ -177,7 +194,7 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
         for a in range(nh):
             if not (-1.0 - STAY_TOL <= eq[a] <= 1.0 + STAY_TOL):
                 ok = False
-            if _repelling(normals, Y, size, held_idx[a], eq[a]):
+            if _repelling(normals, Y, scale[held_idx[a]], held_idx[a], eq[a]):
                 repelling += 1
             for r in range(n_state):
                 v[r] += eq[a] * Y[held_idx[a], r]
@@ -188,7 +205,7 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
             if trial_held[k]:
                 continue
             u = np.dot(normals[k], v)
-            tol = -STAY_TOL * size if releasing else STAY_TOL * size
+            tol = -STAY_TOL * scale[k] if releasing else STAY_TOL * scale[k]
             if (trial_sigma[k] > 0.0 and not u > tol) or (trial_sigma[k] < 0.0 and not u < -tol):
                 ok = False
         if not ok:
@@ -216,7 +233,7 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
                 k = held_idx[a]
                 if surface[k]:
                     out_sigma[k] = eq[a]
-                    if _repelling(normals, Y, size, k, eq[a]):
+                    if _repelling(normals, Y, scale[k], k, eq[a]):
                         out_kind[k] = EVENT_TIE
                     else:
                         out_kind[k] = EVENT_SLIDE_START if -1.0 < eq[a] < 1.0 else EVENT_STICK

@@ -47,9 +47,38 @@ def test_single_surface_sliding_closed_form():
     np.testing.assert_allclose(res.final, [0.0, 3.0], atol=1e-14)
 
 
+@pytest.mark.parametrize("s", [1.0, 1e10, 1e100])
+def test_surface_decisions_do_not_depend_on_the_size_of_other_components(s):
+    """x1' = x2 + s, x2' = -2 sgn x1 - sgn x2 from (s, 0): x2 = 0 is left downwards at once (x2' in [-3, -1] on
+    it), then x2 = -t and x1 = s + s t - t^2 / 2. Each surface's normal velocity is measured against its own
+    terms: with the whole field as yardstick (|x'| = s) the velocity -2 of x2 counted as rounding from s = 1e10 on,
+    and no configuration was consistent at t = 0."""
+    system = fl.PiecewiseAffine(A0=[[0, 1], [0, 0]], c0=[s, 0], A=np.zeros((2, 2, 2)), c=[[0, -2], [0, -1]],
+                                normals=[[1, 0], [0, 1]])
+    res = system.solve([s, 0.0], 1.0)
+    assert res.status == "success", res.message
+    np.testing.assert_allclose(res.state_at([0.5, 1.0]), [[s + s / 2 - 1 / 8, -0.5], [2 * s - 0.5, -1.0]],
+                               rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize("f1, f2", [(1e-12, 1.0), (1.0, 1e12), (1e-150, 1e150)])
+def test_scaled_normals_give_the_same_zeno_point(f1, f2):
+    """Twisting with its normals scaled (the same surfaces): the same accumulation time, to rounding."""
+    system = fl.PiecewiseAffine(A0=[[0, 1], [0, 0]], c0=[0, 0], A=np.zeros((2, 2, 2)), c=[[0, -2], [0, -1]],
+                                normals=[[f1, 0], [0, f2]])
+    res = system.solve([1.0, 0.0], 10.0)
+    with mp.workdps(40):
+        exact = float(2 * mp.sqrt(2) + mp.mpf(2) / 3 * mp.sqrt(6))
+    assert res.status == "success" and len(res.zeno_times()) == 1
+    assert abs(res.zeno_times()[0] - exact) <= 1e-14
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="normals"):
         fl.PiecewiseAffine(A0=np.zeros((2, 2)), c0=[0, 0], A=np.zeros((1, 2, 2)), c=[[0, 1]], normals=[[1, 0, 0]])
+    with pytest.raises(ValueError, match="normals row 1 is zero"):
+        fl.PiecewiseAffine(A0=np.zeros((2, 2)), c0=[0, 0], A=np.zeros((2, 2, 2)), c=[[0, 1], [1, 0]],
+                           normals=[[1, 0], [0, 0]])
     with pytest.raises(ValueError, match="x0"):
         twisting().solve([1.0, 0.0, 0.0], 1.0)
     with pytest.raises(ValueError, match="t_end"):
