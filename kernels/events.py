@@ -56,7 +56,10 @@ order does not decide it, and the driver's exit test on the Taylor series of the
 (``forced``) as soon as the higher-order terms push the multiplier out of ``[leak, 1]``. A forced surface is left
 to its side, the other surfaces being decided consistently with the forced slopes fixed; its own first-order sign
 test is dropped when no configuration passes it (at the exit instant its normal velocity vanishes to first order,
-so only the driver's resolution of that instant can make it fail, and the higher-order terms decide). A surface that the consistent configurations met by the search treat differently is logged
+so only the driver's resolution of that instant can make it fail, and the higher-order terms decide). Where nothing
+is consistent to rounding even without the forcing (a neuron on hyperplanes with nearly parallel normals, whose
+normal velocities are rounding: features of very different scales), the forced side is still taken, with the least
+inconsistent decision of the other surfaces, so that the driver's release makes progress. A surface that the consistent configurations met by the search treat differently is logged
 as ``EVENT_TIE``. With ``caratheodory`` the single-surface rule below applies to every surface.
 
 With ``caratheodory = True`` the field is the single-valued selection ``s = sigma'(0) = c`` instead: a surface is
@@ -738,7 +741,8 @@ def solve_configuration(normal, v0, E, leak, size, tie_policy, side_forced, assi
         0: consistent; 1: consistent but for the forced surfaces, whose side the higher-order terms decide (their
         normal velocity vanishes to first order at the exit of the multiplier, up to the driver's resolution of
         that instant); 2: consistent after dropping the forcing; 3: nothing consistent to rounding (the least
-        inconsistent decision is returned; it does not happen in exact arithmetic).
+        inconsistent decision is returned, with the forced sides fixed where there are any; it does not happen in
+        exact arithmetic).
     """
     da, count = normal.shape
     jump = np.empty(count)
@@ -749,6 +753,7 @@ def solve_configuration(normal, v0, E, leak, size, tie_policy, side_forced, assi
     for p in range(count):
         forcing |= side_forced[p] != 0
     limits = np.empty(count)
+    forced_assign = np.empty(count, np.int64)
     for attempt in range(3 if forcing else 1):
         nr = 0
         for p in range(count):
@@ -786,6 +791,12 @@ def solve_configuration(normal, v0, E, leak, size, tie_policy, side_forced, assi
                 found = _ascent(normal, v0, E, leak, jump, limits, rep, assign)
         if found:
             return attempt
+        if attempt == 1:
+            forced_assign[:] = assign
+    if forcing:
+        # nothing consistent to rounding, forced or not: the forced sides are still taken, with the least
+        # inconsistent decision of the other surfaces (re-holding them would be released again at once)
+        assign[:] = forced_assign
     return 3
 
 
@@ -809,7 +820,7 @@ def _consistent_configuration(idx, normal, v0, E, leak, size, tie_policy, side_f
         # a surface that consistent configurations treat differently is a branch point: log it as a tie
         branched = seen[p] & (seen[p] - 1) != 0
         treatment = _treatment(assign, s, u, tol, leak, p)
-        if outcome <= 1 and side_forced[p] != 0:
+        if outcome != 2 and side_forced[p] != 0:
             out_stay[i] = False
             out_side[i] = side_forced[p]
             out_kind[i] = EVENT_SLIDE_END

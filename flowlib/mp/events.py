@@ -330,12 +330,12 @@ def solve_configuration(normals, v0, E, leak, size, tie_leave, side_forced):
 
     Returns ``(outcome, assign, seen)``: outcome 0 consistent, 1 consistent but for the forced surfaces (the
     driver's exit test decides them), 2 consistent after dropping the forcing, 3 only to rounding inconsistent
-    decisions left (the least inconsistent one).
+    decisions left (the least inconsistent one, with the forced sides fixed where there are any).
     """
     count = len(normals)
     jump, limits = _surface_scales(normals, E, size)
     forcing = any(side_forced)
-    assign = None
+    assign = forced_assign = None
     for attempt in range(3 if forcing else 1):
         seen = [set() for _ in range(count)]
         start = [LCP_FREE] * count
@@ -361,7 +361,10 @@ def solve_configuration(normals, v0, E, leak, size, tie_leave, side_forced):
                 found, assign = _ascent(normals, v0, E, leak, jump, used, rep, assign)
         if found:
             return attempt, assign, seen
-    return 3, assign, seen
+        if attempt == 1:
+            forced_assign = list(assign)
+    # nothing consistent to rounding: the forced sides are still taken (see the kernel's)
+    return 3, forced_assign if forcing else assign, seen
 
 
 def _consistent_configuration(samples, normals, v0, E, leak, size, tie_leave, side_forced):
@@ -373,7 +376,7 @@ def _consistent_configuration(samples, normals, v0, E, leak, size, tie_leave, si
     for p, i in enumerate(samples):
         branched = len(seen[p]) > 1
         treatment = _treatment(assign, u, limits, p)
-        if outcome <= 1 and side_forced[p]:
+        if outcome != 2 and side_forced[p]:
             out[i] = Decision(False, side_forced[p], EVENT_SLIDE_END, s[p])
         elif treatment == HOLD:
             interior = leak < s[p] < 1
