@@ -110,7 +110,7 @@ def _equivalent_control(normals, f_free, Y, held_idx, out_sigma):
 
 
 @jit
-def _surface_scales(normals, f_free, Y, out):
+def _normal_velocity_scales(normals, f_free, Y, out):
     """``out[k] = sum_r |n_k[r]| (|f_free[r]| + sum_l |Y[l, r]|)``: the size of the terms of surface ``k``'s normal
     velocity ``<n_k, x'>``, the yardstick of every decision on that surface. (A size of the whole field would let a
     large component elsewhere swamp a small but genuine normal velocity: ``x1' = 1e10`` beside ``x2' = -3``.)"""
@@ -128,7 +128,7 @@ def _surface_scales(normals, f_free, Y, out):
 def _repelling(normals, Y, scale, k, control):
     """Whether held surface ``k`` with equivalent control ``control`` is repelling: the control is interior and the
     normal velocity grows with ``sigma_k`` (both one-sided fields point away from the surface) by more than
-    ``STAY_TOL`` of the surface's ``scale`` (:func:`_surface_scales`)."""
+    ``STAY_TOL`` of the surface's ``scale`` (:func:`_normal_velocity_scales`)."""
     return -1.0 < control < 1.0 and np.dot(normals[k], Y[k]) > STAY_TOL * scale
 
 
@@ -164,7 +164,7 @@ def classify(A0, c0, A, c, normals, x, sigma, held, surface, releasing, forced, 
     v = np.empty(n_state)
     _field_parts(A0, c0, A, c, sigma, held, x, f_free, Y)
     scale = np.empty(K)
-    _surface_scales(normals, f_free, Y, scale)
+    _normal_velocity_scales(normals, f_free, Y, scale)
     for code in range(total):
         digits = code
         ok = True
