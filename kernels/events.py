@@ -59,8 +59,9 @@ test is dropped when no configuration passes it (at the exit instant its normal 
 so only the driver's resolution of that instant can make it fail, and the higher-order terms decide). Where nothing
 is consistent to rounding even without the forcing (a neuron on hyperplanes with nearly parallel normals, whose
 normal velocities are rounding: features of very different scales), the forced side is still taken, with the least
-inconsistent decision of the other surfaces, so that the driver's release makes progress. A surface that the consistent configurations met by the search treat differently is logged
-as ``EVENT_TIE``. With ``caratheodory`` the single-surface rule below applies to every surface.
+inconsistent decision of the other surfaces, so that the driver's release makes progress. A surface that the
+consistent configurations met by the search treat differently is logged as ``EVENT_TIE``. With ``caratheodory``
+the single-surface rule below applies to every surface.
 
 With ``caratheodory = True`` the field is the single-valued selection ``s = sigma'(0) = c`` instead: a surface is
 left to the side ``sign(u_k(c))`` when the one-sided field there agrees; it stays when ``s*_k = c`` or

@@ -164,7 +164,8 @@ def test_final_parameters_of_an_mpmath_run_are_its_state_rounded_to_float64():
 
 def test_the_time_reached_as_a_float_names_the_end_of_an_mpmath_run():
     """In the log clock a 30-digit run ends at ``t = expm1(3)``, whose float64 (``t_final``) lies above it: that
-    float still names the end (the last state exactly, its loss to rounding), and any other float beyond it is refused."""
+    float still names the end (the last state exactly, its loss to rounding), and any other float beyond it is
+    refused."""
     prob, p0 = examples.os_logistic()[:2]
     res = fl.gradient_flow(prob, p0, log_t_end=3.0, dps=30)
     with mp.workdps(30):

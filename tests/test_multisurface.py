@@ -311,14 +311,22 @@ def test_ensembles_with_n_much_larger_than_d_all_succeed(family, tie):
 #: hyperplanes whose normals are nearly parallel (the fourth feature, scaled by 1e4, dominates them), with its
 #: multiplier on sample 0 at 1.
 STIFF_STATE = [
-    ["0x1.c847fbc1e89c9p-3", "0x1.37d31e0795031p-5", "-0x1.46314d30e527dp-4", "-0x1.ff445b429960fp-12", "-0x1.07044bd428625p-5", "0x1.ef2bdf99d532fp-3"],
-    ["-0x1.7ff065ed973acp-4", "-0x1.25d4dd76ff312p-4", "-0x1.28947573e25b0p-6", "0x1.000408b6ef4b5p-13", "0x1.05ae817c4fc72p-5", "-0x1.fa52be7e6b135p-4"],
-    ["0x1.0e0789d5ab3c2p-4", "0x1.69dcbcf54470bp-7", "-0x1.786681c00edfap-6", "-0x1.7d0f65eda2d39p-13", "-0x1.36c635e84dc23p-7", "0x1.241b550805617p-4"],
-    ["0x1.501b488f81656p-5", "0x1.b663a8925da62p-8", "-0x1.d9e2daa512ce1p-7", "-0x1.5b174761a4cb7p-12", "-0x1.8530953f8ad1cp-8", "0x1.6bd73a5e7b51cp-5"],
-    ["0x1.929ceb5598443p-4", "0x1.0f70a0ed2af9ap-6", "-0x1.1de558030e969p-5", "-0x1.e172e9b031cc5p-15", "-0x1.cf12c02cfb2efp-7", "0x1.b472b50551675p-4"],
-    ["-0x1.73dcd7c129d7cp-5", "-0x1.242f6597976b4p-5", "-0x1.41589234ab13fp-7", "0x1.dbebee5e0cbafp-18", "0x1.160e499f22b67p-6", "-0x1.f36fb7cb793cep-5"],
-    ["-0x1.4a8622635fe1cp-2", "-0x1.47ef204ae6c6fp-3", "0x1.17af40c261201p-4", "0x1.ffff1f4ece3b1p-18", "0x1.0ea68d007b98bp-2", "-0x1.cee52d6ea8937p-2"],
-    ["-0x1.b5728355f6371p-3", "-0x1.550d7f3473e54p-3", "-0x1.5148d4bfb4a71p-4", "0x1.3a13411d56e38p-15", "0x1.ee09f7b18383fp-4", "-0x1.3b17f72a4376ep-2"]
+    ["0x1.c847fbc1e89c9p-3", "0x1.37d31e0795031p-5", "-0x1.46314d30e527dp-4",
+     "-0x1.ff445b429960fp-12", "-0x1.07044bd428625p-5", "0x1.ef2bdf99d532fp-3"],
+    ["-0x1.7ff065ed973acp-4", "-0x1.25d4dd76ff312p-4", "-0x1.28947573e25b0p-6",
+     "0x1.000408b6ef4b5p-13", "0x1.05ae817c4fc72p-5", "-0x1.fa52be7e6b135p-4"],
+    ["0x1.0e0789d5ab3c2p-4", "0x1.69dcbcf54470bp-7", "-0x1.786681c00edfap-6",
+     "-0x1.7d0f65eda2d39p-13", "-0x1.36c635e84dc23p-7", "0x1.241b550805617p-4"],
+    ["0x1.501b488f81656p-5", "0x1.b663a8925da62p-8", "-0x1.d9e2daa512ce1p-7",
+     "-0x1.5b174761a4cb7p-12", "-0x1.8530953f8ad1cp-8", "0x1.6bd73a5e7b51cp-5"],
+    ["0x1.929ceb5598443p-4", "0x1.0f70a0ed2af9ap-6", "-0x1.1de558030e969p-5",
+     "-0x1.e172e9b031cc5p-15", "-0x1.cf12c02cfb2efp-7", "0x1.b472b50551675p-4"],
+    ["-0x1.73dcd7c129d7cp-5", "-0x1.242f6597976b4p-5", "-0x1.41589234ab13fp-7",
+     "0x1.dbebee5e0cbafp-18", "0x1.160e499f22b67p-6", "-0x1.f36fb7cb793cep-5"],
+    ["-0x1.4a8622635fe1cp-2", "-0x1.47ef204ae6c6fp-3", "0x1.17af40c261201p-4",
+     "0x1.ffff1f4ece3b1p-18", "0x1.0ea68d007b98bp-2", "-0x1.cee52d6ea8937p-2"],
+    ["-0x1.b5728355f6371p-3", "-0x1.550d7f3473e54p-3", "-0x1.5148d4bfb4a71p-4",
+     "0x1.3a13411d56e38p-15", "0x1.ee09f7b18383fp-4", "-0x1.3b17f72a4376ep-2"]
 ]
 
 
