@@ -140,6 +140,21 @@ def test_an_mpmath_run_with_negative_weights_is_certified():
             assert hi - lo <= 1e-35 and lo - 1e-28 <= t <= hi + 1e-28
 
 
+def test_the_end_of_an_mpmath_run_in_the_log_clock_is_certified_by_default():
+    """A 30-digit run in the log clock ends at ``expm1(s_end)``, whose float64 (the default requested time) lies
+    above it: the certifier takes that float as the run's end, and the loss enclosure there holds the run's loss."""
+    prob, p0 = examples.os_logistic()[:2]
+    ref = fl.gradient_flow(prob, p0, log_t_end=0.3, dps=30)
+    with mp.workdps(30):
+        assert ref.t_final > ref.t[-1]  # the case this test is about
+    cert = fl.certify(ref)
+    assert cert.status == "certified", cert.reason
+    assert list(cert.times) == [ref.t_final]
+    with mp.workdps(DPS):
+        lo, hi = cert.losses[0]
+        assert hi - lo <= 1e-28 and lo - 1e-28 <= ref.loss[-1] <= hi + 1e-28
+
+
 def _slide_end_problem(seed: int):
     """Three Gaussian points in the plane, square loss, two neurons, outer layer trained: for seed 72 (leaky ReLU,
     leak 0.25) and 97 (ReLU) a neuron slides on a hyperplane and leaves it where its multiplier reaches a bound."""

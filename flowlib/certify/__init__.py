@@ -144,6 +144,9 @@ class Walk:
         self.now = Uncertain(exact_state, 0.0, exact_state)
         self.t, self.t_end = exact(t0), exact(t1)
         self.expected, self.pending = expected, list(times)
+        # the float64 of an end names that end exactly: an mpmath run in the log clock ends at expm1(s_end), whose
+        # float64 may lie beyond it
+        self.ends = {float(t0): self.t, float(t1): self.t_end}
         self.found, self.recorded, self.states = [], [], []
         self.held: dict = {}  # (j, i) -> the Found that started holding it (its multiplier range grows)
         self.leak = interval(net.leak)[0]
@@ -211,7 +214,8 @@ class Walk:
     def record(self, step, reach, final: bool = False) -> None:
         """Enclose the state at the requested times inside this step's proven span ``[t, t + reach]``."""
         while self.pending:
-            s = exact(self.pending[0]) - self.t
+            end = self.ends.get(self.pending[0])
+            s = (exact(self.pending[0]) if end is None else end) - self.t
             if s.lower() < 0:
                 raise Stop("undecided", f"the requested time {self.pending[0]!r} falls inside the enclosure of an "
                                         "event time")
