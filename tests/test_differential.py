@@ -65,6 +65,7 @@ import numpy as np
 import pytest
 
 import flowlib as fl
+from mpmath import mp
 
 DPS = 30
 #: relative tolerance of every comparison between the backends
@@ -411,6 +412,37 @@ def test_release_from_three_collinear_points_with_a_bias():
     assert [(e.sample, e.side) for e in ends[3:]] == [(0, -1), (1, 1), (2, 1)]
     assert abs(ends[3].t - 1.98045614439247) < 1e-12
     assert_release_where_the_margin_closes(mp30, ends[3].t, 0, [0, 1, 2])
+
+
+def test_a_class_on_one_hyperplane_leaves_it_with_a_normal_velocity():
+    """Samples (0, 2) and (0, 1) share the hyperplane w_2 = 0 with one orientation and opposite labels, so their
+    slopes can split: the neuron (a = 1 fixed, square loss, sum) holds on it while
+    b = -2 s_0 + s_1 + 4 - 9/4 w_1 = 0 has a solution in the box, and w_1 = 11/4 - (3/2) e^(-3t) closes the box at
+    w_1 = 20/9, t_r = ln(54/19) / 3. There both slopes go to the side below, where the normal velocity is
+    -1, not 0: the release is transversal. The root search divided that velocity out as if the neuron had left
+    tangentially, found a root of z / tau^2 at t = 0.4914 that z does not have, and held the neuron again 0.13
+    away from its hyperplane (energy residual 0.024). Below it, the flow is affine: the closed form by mpmath's
+    expm at 40 digits."""
+    X = [[0.0, 2.0], [0.0, 1.0], [1.0, 1.75], [1.0, 0.0], [1.0, 0.5]]
+    y = [-1.0, 1.0, 1.0, 2.75, 4.5]
+    prob = fl.Problem(X, y, loss="square", reduction="sum", activation="relu", bias=False, train_outer=False)
+    p0 = fl.Params(W=[[1.25, 0.0]], b=None, a=[1.0])
+    f64, mp30 = _both(prob, p0, 3.0)
+    assert_backends_agree(f64, mp30)
+    assert [(e.kind, e.sample, e.side) for e in f64.events] == [
+        ("tie", 0, 0), ("tie", 1, 0), ("slide_end", 0, -1), ("slide_end", 1, -1)]
+    with mp.workdps(40):
+        t_r = mp.log(mp.mpf(54) / 19) / 3
+        rows = [mp.matrix([[X[i][0]], [X[i][1]]]) for i in (2, 3, 4)]
+        M = -sum((r * r.T for r in rows[1:]), rows[0] * rows[0].T)
+        c = sum((y[i] * r for i, r in zip((3, 4), rows[1:])), y[2] * rows[0])
+        fixed = mp.lu_solve(M, -c)
+        end = fixed + mp.expm(M * (3 - t_r)) * (mp.matrix([[mp.mpf(20) / 9], [0]]) - fixed)
+        assert abs(f64.events[2].t - t_r) <= 1e-14
+        assert abs(mp30.events[2].t - t_r) <= 1e-28
+        assert max(abs(f64.states[-1][0, q] - end[q]) for q in range(2)) <= 1e-13
+        assert max(abs(mp30.states[-1][0][q] - end[q]) for q in range(2)) <= 1e-27
+    assert f64.energy_residual <= 1e-14 and mp30.energy_residual <= 1e-28
 
 
 @pytest.mark.slow

@@ -442,9 +442,10 @@ class _Integrator:
                     continue
                 g = [Z[k][i][j] for k in range(K + 1)]
                 self.Zt[i, j] = g
-                if excluded(g, bound, self.drop[i][j]):
+                vanish = self._vanishing_terms(i, j, g)
+                if excluded(g, bound, vanish):
                     continue
-                tau = earliest_root(g, bound, self.drop[i][j])
+                tau = earliest_root(g, bound, vanish)
                 if tau is not None and tau <= bound:
                     bound, found = tau, True
         for (slot, beta), poly in held.exits.items():
@@ -455,6 +456,18 @@ class _Integrator:
         if tau is not None and tau <= bound:
             bound, found = tau, True
         return bound, found
+
+    def _vanishing_terms(self, i, j, g):
+        """Kernel ``_vanishing_terms``: the leading coefficients of the switching polynomial ``g`` that the root
+        search divides out. A surface released at this instant is left tangentially (2) unless ``z_ij'(0)``
+        exceeds ``tolerance("stay")`` of the neuron's speed times the normal's size (a class of surfaces on one
+        hyperplane released together with the side's slopes): then only ``z_ij(0)`` vanishes (1)."""
+        drop = self.drop[i][j]
+        if drop != DROP_RELEASED:
+            return drop
+        speed = max(abs(c) for c in self.C[1][j][:self.data.da])
+        reach = mp.fsum(abs(x) for x in self.data.Xa[i])
+        return DROP_RELEASED if abs(g[1]) <= tolerance("stay") * speed * reach else DROP_CROSSED
 
     def _group_exits(self, per_neuron, dependent, null, den):
         """Kernel ``_group_exits``: the combined exit polynomials of the neurons held on dependent hyperplanes, each
@@ -549,8 +562,9 @@ class _Integrator:
         hit, forced = set(), {}
         if found:
             for (i, j), g in self.Zt.items():
-                if not excluded(g, reach, self.drop[i][j]):
-                    tau = earliest_root(g, reach, self.drop[i][j])
+                vanish = self._vanishing_terms(i, j, g)
+                if not excluded(g, reach, vanish):
+                    tau = earliest_root(g, reach, vanish)
                     if tau is not None and tau <= reach:
                         hit.add((i, j))
         self.drop = [[DROP_NONE] * len(self.P) for _ in range(self.data.n)]
