@@ -420,8 +420,8 @@ def test_a_class_on_one_hyperplane_leaves_it_with_a_normal_velocity():
     b = -2 s_0 + s_1 + 4 - 9/4 w_1 = 0 has a solution in the box, and w_1 = 11/4 - (3/2) e^(-3t) closes the box at
     w_1 = 20/9, t_r = ln(54/19) / 3. There both slopes go to the side below, where the normal velocity is
     -1, not 0: the release is transversal. The root search divided that velocity out as if the neuron had left
-    tangentially, found a root of z / tau^2 at t = 0.4914 that z does not have, and held the neuron again 0.13
-    away from its hyperplane (energy residual 0.024). Below it, the flow is affine: the closed form by mpmath's
+    tangentially, found a root of z / tau^2 at t = 0.4914 that z does not have, and held the neuron again
+    there, away from its hyperplane (energy residual 0.024). Below it, the flow is affine: the closed form by mpmath's
     expm at 40 digits."""
     X = [[0.0, 2.0], [0.0, 1.0], [1.0, 1.75], [1.0, 0.0], [1.0, 0.5]]
     y = [-1.0, 1.0, 1.0, 2.75, 4.5]
