@@ -204,7 +204,7 @@ def _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, boun
                 if drop[i, j] == DROP_NONE and _ruled_out(Z0[i, j], Z1[i, j], size * rad[j], bound):
                     continue
                 switching_polynomial(Xa, C, Ct, ct_ready, K, Z0, i, j, g)
-                vanish = _vanishing_terms(Xa, C, Z1, i, j, drop[i, j])
+                vanish = _vanishing_terms(Z1[i, j], pn[0, j] * size, drop[i, j])
                 if excluded(g, K, bound, vanish) or excluded_linear(g, K, bound, vanish):
                     continue
                 tau = earliest_root(g, K, bound, vanish, work)
@@ -219,27 +219,23 @@ def _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, boun
 
 
 @jit
-def _vanishing_terms(Xa, C, Z1, i, j, drop):
+def _vanishing_terms(z1, bound, drop):
     """How many leading coefficients of ``z_ij``'s polynomial the root search divides out (``drop`` of
-    :func:`.roots.earliest_root`).
+    :func:`.roots.earliest_root`), for ``z1 = z_ij'(0)`` and ``bound``, the screen's Cauchy-Schwarz bound of it
+    (``pn[0, j] xn[i]``: ``|p_j'| |Xa_i|``).
 
     A surface crossed at this instant has ``z_ij(0) = 0`` (1). One released at this instant is left tangentially
     (``z_ij`` and ``z_ij'`` vanish: 2) when its multiplier reached a bound of its own; but the surfaces of a class
     on one hyperplane (duplicate, antipodal or collinear samples) are released together with every slope of the
-    class set to the side's, which can leave the neuron a genuine normal velocity. ``z_ij'(0)`` (``Z1``) then
-    counts: it is a zero only below ``STAY_TOL`` of the neuron's speed times the normal's size,
-    ``max_q |p_j'^q| |Xa_i|_1`` (not of the dot product's own terms, which are all rounding where the neuron does
-    not move along that normal), otherwise only ``z_ij(0)`` vanishes (1), and a search that divided it out would
-    find a root of ``z_ij / tau^2`` that ``z_ij`` does not have.
+    class set to the side's, which can leave the neuron a genuine normal velocity. ``z_ij'(0)`` then counts: it is
+    a zero only below ``STAY_TOL`` of the neuron's speed times the normal's size (not of the dot product's own
+    terms, which are all rounding where the neuron does not move along that normal), otherwise only ``z_ij(0)``
+    vanishes (1), and a search that divided it out would find a root of ``z_ij / tau^2`` that ``z_ij`` does not
+    have.
     """
-    if drop != DROP_RELEASED:
-        return drop
-    speed = 0.0
-    reach = 0.0
-    for q in range(Xa.shape[1]):
-        speed = max(speed, abs(C[1, j, q]))
-        reach += abs(Xa[i, q])
-    return DROP_RELEASED if abs(Z1[i, j]) <= STAY_TOL * speed * reach else DROP_CROSSED
+    if drop == DROP_RELEASED and abs(z1) > STAY_TOL * bound:
+        return DROP_CROSSED
+    return drop
 
 
 @jit

@@ -114,13 +114,14 @@ def _normal_velocity_scales(normals, f_free, Y, out):
     """``out[k] = sum_r |n_k[r]| (|f_free[r]| + sum_l |Y[l, r]|)``: the size of the terms of surface ``k``'s normal
     velocity ``<n_k, x'>``, the yardstick of every decision on that surface. (A size of the whole field would let a
     large component elsewhere swamp a small but genuine normal velocity: ``x1' = 1e10`` beside ``x2' = -3``.)"""
+    magnitude = np.abs(f_free)
+    for q in range(Y.shape[0]):
+        for r in range(f_free.shape[0]):
+            magnitude[r] += abs(Y[q, r])
     for k in range(normals.shape[0]):
         acc = 0.0
         for r in range(f_free.shape[0]):
-            magnitude = abs(f_free[r])
-            for q in range(Y.shape[0]):
-                magnitude += abs(Y[q, r])
-            acc += abs(normals[k, r]) * magnitude
+            acc += abs(normals[k, r]) * magnitude[r]
         out[k] = acc
 
 

@@ -460,14 +460,16 @@ class _Integrator:
     def _vanishing_terms(self, i, j, g):
         """Kernel ``_vanishing_terms``: the leading coefficients of the switching polynomial ``g`` that the root
         search divides out. A surface released at this instant is left tangentially (2) unless ``z_ij'(0)``
-        exceeds ``tolerance("stay")`` of the neuron's speed times the normal's size (a class of surfaces on one
-        hyperplane released together with the side's slopes): then only ``z_ij(0)`` vanishes (1)."""
+        exceeds ``tolerance("stay")`` of ``|p_j'| |Xa_i|``, the neuron's speed times the normal's size (a class of
+        surfaces on one hyperplane released together with the side's slopes): then only ``z_ij(0)`` vanishes
+        (1)."""
         drop = self.drop[i][j]
         if drop != DROP_RELEASED:
             return drop
-        speed = max(abs(c) for c in self.C[1][j][:self.data.da])
-        reach = mp.fsum(abs(x) for x in self.data.Xa[i])
-        return DROP_RELEASED if abs(g[1]) <= tolerance("stay") * speed * reach else DROP_CROSSED
+        data = self.data
+        speed = mp.sqrt(mp.fdot(self.C[1][j][:data.da], self.C[1][j][:data.da]))
+        size = mp.sqrt(mp.fdot(data.Xa[i], data.Xa[i]))
+        return DROP_CROSSED if abs(g[1]) > tolerance("stay") * speed * size else DROP_RELEASED
 
     def _group_exits(self, per_neuron, dependent, null, den):
         """Kernel ``_group_exits``: the combined exit polynomials of the neurons held on dependent hyperplanes, each
