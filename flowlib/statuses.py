@@ -15,7 +15,6 @@ from __future__ import annotations
 import enum
 import math
 
-from flowlib.kernels import constants as kconstants
 from flowlib.kernels import status as kstatus
 
 
@@ -55,8 +54,7 @@ KERNEL_STATUS = {
     kstatus.NO_CARATHEODORY: (Status.NO_CARATHEODORY_SOLUTION,
                               "the selection pushes the state back into a surface it cannot stay on (sliding): no "
                               "Caratheodory solution continues; the Filippov solution slides"),
-    kstatus.TOO_MANY_SURFACES: (Status.FAILED, f"a neuron sits on more than {kconstants.MAX_SURFACES} hyperplanes "
-                                               "at once"),
+    kstatus.TOO_MANY_SURFACES: (Status.FAILED, "more surfaces met at once than the classifier handles"),
     kstatus.NO_PROGRESS: (Status.FAILED, "the step size underflowed: no progress in time"),
     kstatus.NO_CONSISTENT: (Status.FAILED, "a neuron on several hyperplanes at once has no configuration (leave up, "
                                            "leave down, or hold each) consistent with its own field"),

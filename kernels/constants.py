@@ -26,8 +26,10 @@ DROP_NONE = 0
 DROP_CROSSED = 1
 DROP_RELEASED = 2
 
-#: Largest number of hyperplanes one neuron may sit on at once.
-MAX_SURFACES = 64
+#: Above this many hyperplanes of one neuron held or met at once (a neuron at the origin sits on all ``n``), the
+#: test for dependent normals screens them against two greedy bases before its per-column least squares
+#: (kernels/events.py, ``dependent_columns``); there is no limit on the number of surfaces.
+SCREEN_COLUMNS = 16
 #: Largest number of repelling surfaces (of one neuron, at one instant) whose decisions are all compared: 3^r
 #: least-squares problems (2^r with ``tie="leave"``); beyond it a branch and bound (an ascent with ``tie="leave"``)
 #: finds a consistent configuration for any number of surfaces (kernels/events.py).

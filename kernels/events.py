@@ -77,7 +77,7 @@ from . import status
 from ._jit import jit
 from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,  # noqa: F401
                         EVENT_ZENO, LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED, MAX_ENUMERATED_LEAVE,
-                        MAX_SURFACES, NODE_LIMIT, TIE_LEAVE, TIE_STAY)
+                        NODE_LIMIT, SCREEN_COLUMNS, TIE_LEAVE, TIE_STAY)
 from .tolerances import BOX_CONVERGED, BOX_GRADIENT, BOX_MARGIN, HOLD_SLACK, RCOND, STAY as STAY_TOL  # noqa: F401
 
 # The thresholds (:mod:`.tolerances`): a normal velocity below ``STAY_TOL`` (relative) counts as zero; ``RCOND`` is
@@ -262,16 +262,14 @@ def classify_neuron(Xa, G, P, S, leak, bias, j, surface, forced, caratheodory, s
     Returns
     -------
     int
-        ``status.RUNNING``, or ``TOO_MANY_SURFACES`` / ``NO_CARATHEODORY`` (never ``NO_CONSISTENT``: a consistent
-        configuration always exists and :func:`solve_configuration` finds one).
+        ``status.RUNNING``, or ``NO_CARATHEODORY`` (never ``NO_CONSISTENT``: a consistent configuration always
+        exists and :func:`solve_configuration` finds one). Any number of surfaces is handled.
     """
     n, da = Xa.shape
     d = da - 1
     a_j = P[j, da]
     idx = np.flatnonzero(surface[:, j])
     count = len(idx)
-    if count > MAX_SURFACES:
-        return status.TOO_MANY_SURFACES
     normal = np.zeros((da, count))
     for p in range(count):
         for r in range(d):
@@ -496,16 +494,104 @@ def dependent_columns(N, out):
     """``out[p]``: whether column ``p`` of ``N`` lies in the span of the others (to ``STAY_TOL``, relative).
 
     Hyperplanes of duplicate samples, and without bias of antipodal or collinear ones, have exactly dependent
-    normals: the split of their multipliers is not unique (the driver re-classifies such neurons every step)."""
+    normals: the split of their multipliers is not unique (the driver re-classifies such neurons every step).
+    Above ``SCREEN_COLUMNS`` columns (a neuron at the origin sits on every sample's hyperplane) the columns are
+    screened first (:func:`_screen_dependent`); every column the screen leaves open gets the direct test."""
     da, q = N.shape
+    screened = np.zeros(q, np.bool_)
+    if q > SCREEN_COLUMNS:
+        _screen_dependent(N, screened)
     for p in range(q):
-        out[p] = False
-        if q < 2:
+        out[p] = screened[p] or (q >= 2 and _in_span_of_others(N, p))
+
+
+@jit
+def _in_span_of_others(N, p):
+    """Whether column ``p`` of ``N`` lies in the span of the other columns (least squares, ``RCOND`` cut-off), to
+    ``STAY_TOL`` relative to its own length."""
+    others = without_column(N, p)
+    coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
+    residual = N[:, p] - others @ coef
+    return np.sqrt(np.sum(residual**2)) <= STAY_TOL * np.sqrt(np.sum(N[:, p] ** 2))
+
+
+@jit
+def _residual_norm(Q, k, x):
+    """``|x - Q_k Q_k^T x|`` for the first ``k`` orthonormal columns ``Q_k`` of ``Q`` (projected out twice:
+    Gram-Schmidt with reorthogonalisation); ``x`` is overwritten with the residual."""
+    da = x.shape[0]
+    for _ in range(2):
+        for c in range(k):
+            coef = 0.0
+            for r in range(da):
+                coef += Q[r, c] * x[r]
+            for r in range(da):
+                x[r] -= coef * Q[r, c]
+    return np.sqrt(np.sum(x * x))
+
+
+@jit
+def _greedy_basis(N, take, Q, members):
+    """Scan the columns ``p`` with ``take[p]`` in order; one whose residual against the basis built so far exceeds
+    ``STAY_TOL`` of its length joins it. Fills ``Q[:, :k]`` (orthonormal) and ``members[:k]``, returns ``k``, and
+    sets ``take[p] = False`` for every scanned column that did not join (it lies in the span of earlier members)."""
+    da, q = N.shape
+    k = 0
+    for p in range(q):
+        if not take[p]:
             continue
-        others = without_column(N, p)
-        coef = np.linalg.lstsq(others, N[:, p].copy(), RCOND)[0]
-        residual = N[:, p] - others @ coef
-        out[p] = np.sqrt(np.sum(residual**2)) <= STAY_TOL * np.sqrt(np.sum(N[:, p] ** 2))
+        if k == da:
+            take[p] = False
+            continue
+        x = N[:, p].copy()
+        size = np.sqrt(np.sum(x * x))
+        rn = _residual_norm(Q, k, x)
+        if rn > STAY_TOL * size:
+            Q[:, k] = x / rn
+            members[k] = p
+            k += 1
+        else:
+            take[p] = False
+    return k
+
+
+@jit
+def _screen_dependent(N, out):
+    """Columns of ``N`` shown to lie in the span of the others by two greedy bases; ``out[p]`` is set for them.
+
+    A first basis ``B1`` of all columns: a column that does not join it lies, to ``STAY_TOL``, in the span of
+    earlier members, which are other columns. A member ``p`` of ``B1`` is tested against a basis of the columns
+    outside ``B1`` together with the other members (at most ``2 (d + 1)`` columns). A residual against a subset of
+    the other columns bounds the one against all of them, so every column marked here passes the direct test
+    (:func:`_in_span_of_others`) too; the others are left to it. This makes the test ``O(q d^2)`` for a neuron on
+    ``q`` hyperplanes of ``d + 1``-dimensional normals instead of ``q`` least-squares solves of size ``q``."""
+    da, q = N.shape
+    Q = np.empty((da, da))
+    first = np.empty(da, np.int64)
+    rest = np.ones(q, np.bool_)
+    k1 = _greedy_basis(N, rest, Q, first)
+    for p in range(q):
+        out[p] = not rest[p]
+    # ``rest`` now marks B1's members: a basis of the columns outside B1
+    outside = np.ones(q, np.bool_)
+    for a in range(k1):
+        outside[first[a]] = False
+    second = np.empty(da, np.int64)
+    k2 = _greedy_basis(N, outside, Q, second)
+    take = np.zeros(q, np.bool_)
+    members = np.empty(da, np.int64)
+    for a in range(k1):
+        p = first[a]
+        take[:] = False
+        for b in range(k2):
+            take[second[b]] = True
+        for b in range(k1):
+            if b != a:
+                take[first[b]] = True
+        k = _greedy_basis(N, take, Q, members)
+        x = N[:, p].copy()
+        size = np.sqrt(np.sum(x * x))
+        out[p] = _residual_norm(Q, k, x) <= STAY_TOL * size
 
 
 @jit
@@ -629,7 +715,8 @@ def _branch_and_bound(normal, v0, E, leak, jump, tol, start, best_assign, seen):
     limit ends the search). Returns whether a consistent decision was found.
     """
     da, count = normal.shape
-    stack = np.empty((3 * count + 3, count), np.int64)
+    # each node popped pushes at most three: the stack never holds more than 2 NODE_LIMIT + 1 nodes
+    stack = np.empty((min(3 * count + 3, 2 * NODE_LIMIT + 3), count), np.int64)
     stack[0] = start
     top = 1
     s = np.empty(count)

@@ -578,3 +578,122 @@ def test_a_tangent_exit_is_redecided_after_the_releases_of_its_instant():
     assert float(r30.energy_residual) <= 1e-28
     final = r30.float64("states")[-1]
     assert np.max(np.abs(res.states[-1] - final)) <= 1e-12 * np.max(np.abs(final))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A neuron at the origin sits on every sample's hyperplane
+# --------------------------------------------------------------------------------------------------------------
+def _screen_cases(rng):
+    """Normal matrices of 17-60 columns (above the screen's threshold): generic, with duplicate and antipodal
+    columns, of low rank, with a zero row (no bias) and with zero columns; every dependence is exact in binary, so
+    that it is one at 30 digits too."""
+    for trial in range(60):
+        da, q = int(rng.integers(2, 8)), int(rng.integers(17, 61))
+        N = rng.standard_normal((da, q))
+        if trial % 5 == 1:
+            half = q // 2
+            N[:, :half] = N[:, half:2 * half] * rng.choice([-1.0, 2.0], size=half)
+        elif trial % 5 == 2:
+            # of rank 2 exactly (small integers), but for the one column outside the plane
+            N = (rng.integers(-3, 4, (da, 2)) @ rng.integers(-3, 4, (2, q))).astype(float)
+            N[:, 0] = rng.standard_normal(da)
+        elif trial % 5 == 3:
+            N[-1] = 0.0
+        elif trial % 5 == 4:
+            N[:, rng.integers(0, q, 3)] = 0.0
+        yield N
+
+
+def test_the_dependent_normals_screen_takes_the_direct_tests_decisions():
+    """Above ``SCREEN_COLUMNS`` columns the test for dependent hyperplane normals screens them with two greedy
+    bases; every verdict equals the per-column least-squares test's, in float64 and at 30 digits."""
+    rng = np.random.default_rng(5)
+    seen = set()
+    for k, N in enumerate(_screen_cases(rng)):
+        out = np.zeros(N.shape[1], np.bool_)
+        kevents.dependent_columns(N, out)
+        direct = [kevents._in_span_of_others(N, p) for p in range(N.shape[1])]
+        assert out.tolist() == direct
+        seen.update(direct)
+        if k % 6 == 0:
+            with mp.workdps(30):
+                assert mpevents.dependent_columns([[mp.mpf(float(x)) for x in col] for col in N.T]) == direct
+    assert seen == {True, False}
+
+
+def _origin_problem(activation, n=70, bias=False):
+    """Logistic loss, ``n`` Gaussian samples in R^2; neuron 0 starts at the origin (on all ``n`` hyperplanes, more
+    than a neuron could sit on before), neuron 1 elsewhere."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((n, 2))
+    y = np.sign(X[:, 0] - 0.3 * X[:, 1] + 0.2)
+    leak = 0.2 if activation == "leaky_relu" else 0.0
+    prob = fl.Problem(X, y, loss="logistic", reduction="mean", activation=activation, leak=leak, bias=bias,
+                      train_outer=True)
+    p0 = fl.Params(W=np.array([[0.0, 0.0], [0.3, -0.2]]), b=np.zeros(2) if bias else None, a=np.array([0.5, 0.4]))
+    return prob, p0
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_relu_neuron_at_the_origin_of_many_samples_stays_there(bias):
+    """At the origin a ReLU neuron's velocity set ``-a sum_k G_k [0, 1] x_k`` contains 0 (every slope 0): the
+    minimal-norm solution keeps it there, exactly, with ``a`` constant (``sigma(0) = 0``), and it adds nothing to
+    the output, so the other neuron follows the flow of the network without it. 30 digits take the same
+    decisions."""
+    prob, p0 = _origin_problem("relu", bias=bias)
+    res = fl.gradient_flow(prob, p0, 3.0)
+    assert res.status == "success" and res.energy_residual <= 1e-13 and res.inclusion_residual <= 1e-13
+    start = [(e.kind, e.multiplier) for e in res.events if e.t == 0.0 and e.neuron == 0]
+    assert start == [("stick", 0.0)] * 70
+    assert np.all(res.W[:, 0] == 0.0) and np.all(res.a[:, 0] == 0.5)
+    if bias:
+        assert np.all(res.b[:, 0] == 0.0)
+    alone = fl.gradient_flow(prob, fl.Params(W=p0.W[1:], b=None if p0.b is None else p0.b[1:], a=p0.a[1:]), 3.0)
+    np.testing.assert_allclose(res.final.W[1], alone.final.W[0], rtol=1e-13)
+    np.testing.assert_allclose(res.final.a[1], alone.final.a[0], rtol=1e-13)
+    if not bias:
+        r30 = fl.gradient_flow(prob, p0, 3.0, dps=30)
+        assert [(e.kind, e.neuron, e.sample) for e in r30.events] == [(e.kind, e.neuron, e.sample) for e in res.events]
+        assert float(r30.energy_residual) <= 1e-28
+        np.testing.assert_allclose(res.states[-1], r30.float64("states")[-1], rtol=0, atol=1e-14)
+
+
+def test_a_leaky_neuron_leaves_the_origin_of_many_samples_on_a_consistent_pattern():
+    """With ``leak = 0.2`` the velocity set at the origin does not contain 0 here, and the neuron leaves it. Its
+    departure velocity must be a fixed point ``v = -a sum_k G_k sigma'(<x_k, v>) x_k`` (each sample on the side
+    the velocity takes it to), with ``G`` of the network at ``t = 0``: compared with ``w_0(tau) / tau`` at
+    ``tau = 1e-7``."""
+    prob, p0 = _origin_problem("leaky_relu")
+    res = fl.gradient_flow(prob, p0, 3.0)
+    assert res.status == "success" and res.energy_residual <= 1e-13 and res.inclusion_residual <= 1e-13
+    tau = 1e-7
+    v = res.params_at(tau).W[0] / tau
+    X, y = prob.X, prob.y
+    z1 = X @ p0.W[1]
+    f = p0.a[1] * np.where(z1 > 0, z1, 0.2 * z1)  # leaky ReLU, slope 0.2 below
+    G = -y / (1.0 + np.exp(y * f)) / len(y)  # dL/df_k, logistic loss, mean
+    z = X @ v
+    assert np.min(np.abs(z)) > 1e-3 * np.max(np.abs(z))  # every sample on one side
+    fixed = -p0.a[0] * (G * np.where(z > 0, 1.0, 0.2)) @ X
+    np.testing.assert_allclose(v, fixed, rtol=1e-5)
+    assert np.linalg.norm(fixed) > 1e-3
+
+
+def test_a_neuron_sliding_into_the_origin_of_many_samples_stays_there():
+    """``d = 1`` with a bias and an unbalanced start: neuron 2 slides on the hyperplane of the samples at
+    ``x = 0`` (``b = 0``) into the origin of ``(w, b)``, where all 80 hyperplanes meet (it used to stop the run
+    with ``failed``; 8 of 40 seeds of this set-up reach the origin). It sticks there for good."""
+    rng = np.random.default_rng(3)
+    X = rng.integers(-2, 3, size=(80, 1)).astype(float)
+    y = rng.choice([-1.0, 1.0], 80)
+    prob = fl.Problem(X, y, loss="exp", reduction="mean", activation="leaky_relu", leak=0.01, bias=True,
+                      train_outer=True)
+    P = fl.random_inits(prob, 4, 1, scheme="normal", scale=3e-5, seed=3)[0]
+    p0 = fl.Params.unpacked(P, True)
+    res = fl.gradient_flow(prob, p0, 3.0)
+    assert res.status == "success" and res.energy_residual <= 1e-13 and res.inclusion_residual <= 1e-13
+    at = [e for e in res.events if e.neuron == 2 and e.t > 0.0]
+    assert len(at) == 80 - 14 and len({e.t for e in at}) == 1 and 2.8 < at[0].t < 2.9
+    assert {e.kind for e in at} <= {"stick", "tie"}
+    for late in (res.params_at(2.9), res.final):  # rounding residues of the projection onto the origin
+        assert abs(late.W[2, 0]) <= 1e-30 and abs(late.b[2]) <= 1e-30

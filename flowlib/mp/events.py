@@ -17,7 +17,7 @@ from mpmath import mp, mpf
 
 from flowlib.kernels.constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_STICK, EVENT_TIE,
                                        LCP_DOWN, LCP_FREE, LCP_HOLD, LCP_UP, MAX_ENUMERATED,
-                                       MAX_ENUMERATED_LEAVE, MAX_SURFACES, NODE_LIMIT)
+                                       MAX_ENUMERATED_LEAVE, NODE_LIMIT, SCREEN_COLUMNS)
 from flowlib.mp import linalg
 from flowlib.mp.tolerances import tolerance
 
@@ -36,16 +36,65 @@ def hold_slack() -> mpf:
 
 
 def dependent_columns(columns) -> list:
-    """Per column, whether it lies in the span of the others to :func:`stay_tol` (see the kernel's)."""
-    if len(columns) < 2:
-        return [False] * len(columns)
-    cut, tol = linalg.rcond(), stay_tol()
-    out = []
-    for p, normal in enumerate(columns):
-        others = [c for r, c in enumerate(columns) if r != p]
-        coef = linalg.lstsq(others, normal, cut)
-        residual = linalg.combine(normal, others, [-c for c in coef])
-        out.append(linalg.norm(residual) <= tol * linalg.norm(normal))
+    """Per column, whether it lies in the span of the others to :func:`stay_tol`; above ``SCREEN_COLUMNS``
+    columns screened first by two greedy bases (:func:`_screen_dependent`), as the kernel's."""
+    q = len(columns)
+    screened = _screen_dependent(columns) if q > SCREEN_COLUMNS else [False] * q
+    return [screened[p] or (q >= 2 and _in_span_of_others(columns, p)) for p in range(q)]
+
+
+def _in_span_of_others(columns, p) -> bool:
+    """Whether column ``p`` lies in the span of the others (least squares, :func:`linalg.rcond` cut-off), to
+    :func:`stay_tol` relative to its own length."""
+    others = [c for r, c in enumerate(columns) if r != p]
+    coef = linalg.lstsq(others, columns[p], linalg.rcond())
+    residual = linalg.combine(columns[p], others, [-c for c in coef])
+    return linalg.norm(residual) <= stay_tol() * linalg.norm(columns[p])
+
+
+def _residual(basis, x) -> list:
+    """``x`` less its projection onto the orthonormal vectors ``basis`` (projected out twice)."""
+    x = list(x)
+    for _ in range(2):
+        for q in basis:
+            coef = linalg.dot(q, x)
+            x = [xi - coef * qi for xi, qi in zip(x, q)]
+    return x
+
+
+def _greedy_basis(columns, take) -> tuple[list, list, list]:
+    """Scan the columns ``p`` in ``take`` in order; one whose residual against the basis so far exceeds
+    :func:`stay_tol` of its length joins it. Returns the orthonormal basis, its members, and the scanned columns
+    that did not join (each in the span of earlier members)."""
+    tol, da = stay_tol(), len(columns[0])
+    basis, members, covered = [], [], []
+    for p in take:
+        if len(basis) == da:
+            covered.append(p)
+            continue
+        r = _residual(basis, columns[p])
+        size = linalg.norm(r)
+        if size > tol * linalg.norm(columns[p]):
+            basis.append([x / size for x in r])
+            members.append(p)
+        else:
+            covered.append(p)
+    return basis, members, covered
+
+
+def _screen_dependent(columns) -> list:
+    """Columns shown to lie in the span of the others by two greedy bases (the kernel's ``_screen_dependent``:
+    a residual against a subset of the other columns bounds the one against all of them)."""
+    q = len(columns)
+    out = [False] * q
+    _, first, covered = _greedy_basis(columns, range(q))
+    for p in covered:
+        out[p] = True
+    chosen = set(first)
+    _, second, _ = _greedy_basis(columns, [p for p in range(q) if p not in chosen])
+    for p in first:
+        basis, _, _ = _greedy_basis(columns, sorted(second + [r for r in first if r != p]))
+        out[p] = linalg.norm(_residual(basis, columns[p])) <= stay_tol() * linalg.norm(columns[p])
     return out
 
 
@@ -66,10 +115,6 @@ class NoConsistentConfiguration(Exception):
 
 class NoCaratheodory(Exception):
     """Internal: the selection pushes the state into a surface it cannot stay on."""
-
-
-class TooManySurfaces(Exception):
-    """Internal: a neuron sits on more than ``MAX_SURFACES`` hyperplanes."""
 
 
 def classify_neuron(data, G, P, S, j, samples, forced, caratheodory=False, selection=None, tie_leave=False):
@@ -98,12 +143,10 @@ def classify_neuron(data, G, P, S, j, samples, forced, caratheodory=False, selec
 
     Raises
     ------
-    TooManySurfaces, NoCaratheodory
+    NoCaratheodory
         Internal; the driver turns them into a status (``NoConsistentConfiguration`` is no longer raised: a
         consistent configuration always exists).
     """
-    if len(samples) > MAX_SURFACES:
-        raise TooManySurfaces
     da = data.da
     a_j = P[j][da]
     leak = data.leak

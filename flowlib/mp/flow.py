@@ -154,8 +154,6 @@ class _Integrator:
                 raise _Stop(kstatus.NO_CARATHEODORY) from None
             except mpevents.NoConsistentConfiguration:
                 raise _Stop(kstatus.NO_CONSISTENT) from None
-            except mpevents.TooManySurfaces:
-                raise _Stop(kstatus.TOO_MANY_SURFACES) from None
             for i in surface:
                 dec = decisions[i]
                 if dec.stay:
