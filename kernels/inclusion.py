@@ -30,27 +30,34 @@ from .tolerances import EPS64 as _EPS
 
 
 @jit
-def _widen(G0, held, j, on, lo, hi):
+def _widen(G0, held, j, on, lo, hi, free):
     """``lo[k]``, ``hi[k]``: how far the slope of surface ``on[k]`` of neuron ``j`` may go below ``leak`` and above
     1: its noise band over ``|G_i|`` for an independent held slot (``held = (samples, dependent, band,
-    cons_offset)``, the driver's), 0 otherwise."""
+    cons_offset)``, the driver's), 0 otherwise. ``free[k]``: for an independent held slot with ``G_i = 0`` exactly
+    (a sample fitted exactly, as at a converged square loss), whose slope does not enter the velocity, the band
+    itself, ``max(band)``: the limit of the widened slope's range times ``|G_i|`` (0 otherwise)."""
     samples, dependent, band, cons_offset = held
     for k in range(len(on)):
         lo[k] = 0.0
         hi[k] = 0.0
+        free[k] = 0.0
         g = abs(G0[on[k]])
         for slot in range(cons_offset[j], cons_offset[j + 1]):
-            if samples[slot] == on[k] and not dependent[slot] and g > 0.0:
-                lo[k] = band[slot, 0] / g
-                hi[k] = band[slot, 1] / g
+            if samples[slot] == on[k] and not dependent[slot]:
+                if g > 0.0:
+                    lo[k] = band[slot, 0] / g
+                    hi[k] = band[slot, 1] / g
+                else:
+                    free[k] = max(band[slot, 0], band[slot, 1])
 
 
 @jit
-def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on, lo, hi):
+def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on, lo, hi, free):
     """``dist(C[1, j, :d + 1], F_j)`` for neuron ``j`` whose surfaces are the samples ``on`` (slope ``k`` in
-    ``[leak - lo[k], 1 + hi[k]]``), less the rounding of the velocity (``INCLUSION_ROUNDINGS`` epsilons of its
-    terms' magnitudes: a neuron whose velocity is rounding, such as one dead at the origin, is not measured against
-    that rounding)."""
+    ``[leak - lo[k], 1 + hi[k]]``; where ``free[k] > 0`` the column ``e_k = 0`` is replaced by the normal ``n_i``
+    times ``[-free[k], free[k]] |a_j|``, the widened box's limit at ``G_i = 0``), less the rounding of the velocity
+    (``INCLUSION_ROUNDINGS`` epsilons of its terms' magnitudes: a neuron whose velocity is rounding, such as one
+    dead at the origin, is not measured against that rounding)."""
     n, da = Xa.shape
     d = da - 1
     width = da if bias else d
@@ -86,6 +93,12 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on, lo, hi)
         for q in range(da):
             v0[q] += E[q, k] * shift
             E[q, k] *= r
+        if free[k] > 0.0:
+            # t in [-1, 1] as s in [leak, 1]: t = (2 s - 1 - leak) / (1 - leak)
+            half = abs(a) * free[k]
+            for q in range(width):
+                E[q, k] = Xa[on[k], q] * 2.0 * half / (1.0 - leak)
+                v0[q] -= Xa[on[k], q] * half * (1.0 + leak) / (1.0 - leak)
     s = np.empty(len(on))
     box_least_squares(E, v0, leak, 1.0, s)
     total = 0.0
@@ -115,6 +128,7 @@ def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay, held):
     on = np.empty(n, np.int64)
     lo = np.empty(n)
     hi = np.empty(n)
+    free = np.empty(n)
     for j in range(m):
         count = 0
         for i in range(n):
@@ -122,7 +136,7 @@ def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay, held):
                 on[count] = i
                 count += 1
         if count:
-            _widen(G0, held, j, on[:count], lo, hi)
+            _widen(G0, held, j, on[:count], lo, hi, free)
             worst = max(worst, _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on[:count],
-                                                lo[:count], hi[:count]))
+                                                lo[:count], hi[:count], free[:count]))
     return worst / size if size > 0.0 else worst

@@ -73,6 +73,46 @@ def test_a_multiplier_kept_inside_its_noise_band_is_not_counted(slope, bound, si
         expected / 0.75, rel=1e-12)
 
 
+def _fitted_sample_case(tau):
+    """:func:`_one_neuron_on_a_surface` with sample 0 fitted exactly (``G_0 = 0``, as at a converged square loss):
+    its slope does not enter the velocity, which is ``v0 + tau n_0`` (``v0`` sample 1's term)."""
+    Xa, G0, C, S, mode, drop, a = _one_neuron_on_a_surface(0.5)
+    G0 = np.array([0.0, -0.2])
+    C[1, 0, :3] = -a * G0[1] * Xa[1] + tau * Xa[0]
+    return Xa, G0, C, S, mode, drop, a
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_a_fitted_sample_held_within_its_noise_band_is_not_counted(side):
+    """At ``G_i = 0`` the widened box (the band over ``|G_i|``) has no finite form; its limit is the normal times
+    ``[-band, band] |a_j|``, the velocity's uncertainty along it: a normal component within it is not counted, one
+    four times larger counts beyond it (found on converged square-loss flows with integer data, residuals up to
+    0.24 of a velocity at the rounding level)."""
+    band = 1e-3
+    bands = [0.0, 0.0]
+    bands[side] = band
+    a = _one_neuron_on_a_surface(0.5)[-1]
+    Xa, G0, C, S, mode, drop, _ = _fitted_sample_case(0.5 * a * band)
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) <= \
+        4 * np.finfo(np.float64).eps
+    Xa, G0, C, S, mode, drop, _ = _fitted_sample_case(-4.0 * a * band)
+    expected = 3.0 * a * band * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
+        pytest.approx(expected, rel=1e-12)
+    # without a band (or for a dependent slot) the whole normal component counts
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held()) == pytest.approx(
+        expected * 4 / 3, rel=1e-12)
+    with mp.workdps(40):
+        data = MPData.from_problem(fl.Problem(Xa[:, :2], [-1.0, 1.0], loss="exp", activation="leaky_relu",
+                                              leak=0.1, bias=True, train_outer=True))
+        Cm = [[[mpf(float(x)) for x in C[0, 0]]], [[mpf(float(x)) for x in C[1, 0]]]]
+        held = SimpleNamespace(slots=[(0, 0)], dependent=[False],
+                               band={(0, data.leak): mpf(bands[0]), (0, mpf(1)): mpf(bands[1])})
+        got = mp_inclusion_residual(data, [mpf(0), mpf(float(G0[1]))], Cm, [[mpf(0)], [mpf(1)]], mode.tolist(),
+                                    drop.tolist(), held)
+        assert abs(got - expected) <= 1e-12 * expected
+
+
 def test_runs_that_cross_slide_and_stick_certify_themselves(tmp_path):
     cases = [examples.gd_rate_network(2.0, 3.0, -2.0, 3.1),  # sticks twice
              examples.sliding_two_points(),  # slides

@@ -3,7 +3,8 @@
 The computation of :mod:`flowlib.kernels.inclusion` (read its module docstring): per neuron on surfaces (held, or
 just crossed or released), the distance of ``C[1]_j`` to ``{v0_j + sum_k s_k e_k : s in [leak, 1]^k}``, a small
 box-constrained least-squares problem; the largest over the neurons, relative to ``|C[1]|``; an independent held
-slot's box widened by its noise band over ``|G_i|``. Call inside ``mp.workdps(...)``.
+slot's box widened by its noise band over ``|G_i|`` (at ``G_i = 0``, the limit: the normal times the band). Call
+inside ``mp.workdps(...)``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from flowlib.kernels.constants import DROP_NONE, INCLUSION_ROUNDINGS, MODE_HELD,
 from flowlib.mp import linalg
 
 
-def _neuron_distance(data, G0, C, S, j, on, widen) -> mpf:
+def _neuron_distance(data, G0, C, S, j, on, widen, free) -> mpf:
     """``dist(C[1][j][:d + 1], F_j)`` for neuron ``j`` on the surfaces of the samples ``on`` (slope of sample
-    ``i`` in ``[leak - lo, 1 + hi]`` with ``(lo, hi) = widen.get(i, (0, 0))``), less the rounding of the velocity
-    (see the kernel's)."""
+    ``i`` in ``[leak - lo, 1 + hi]`` with ``(lo, hi) = widen.get(i, (0, 0))``; the column of a sample in ``free``
+    replaced by its normal times ``[-free[i], free[i]] |a_j|``), less the rounding of the velocity (see the
+    kernel's)."""
     da = data.da
     a = C[0][j][da]
     E = [[-a * G0[i] * x for x in data.normals[i]] for i in on]
@@ -39,6 +41,10 @@ def _neuron_distance(data, G0, C, S, j, on, widen) -> mpf:
         shift = leak - lo - leak * r
         v0 = [v + e * shift for v, e in zip(v0, E[k])]
         E[k] = [e * r for e in E[k]]
+        if i in free:  # t in [-1, 1] as s in [leak, 1]: t = (2 s - 1 - leak) / (1 - leak)
+            half = abs(a) * free[i]
+            E[k] = [x * 2 * half / (1 - leak) for x in data.normals[i]]
+            v0 = [v - x * half * (1 + leak) / (1 - leak) for v, x in zip(v0, data.normals[i])]
     s = linalg.box_least_squares(E, v0, leak, mpf(1))
     return max(mpf(0), linalg.norm(linalg.combine(v0, E, s)) - INCLUSION_ROUNDINGS * mp.eps * gross)
 
@@ -61,16 +67,20 @@ def inclusion_residual(data, G0, C, S, mode, drop, held=None) -> mpf:
         The step's held surfaces and their noise bands, which widen the boxes of independent slots.
     """
     size = mp.sqrt(mp.fsum(x * x for row in C[1] for x in row))
-    widening = {}
+    widening, free = {}, {}
     if held is not None:
         for slot, (i, j) in enumerate(held.slots):
-            if not held.dependent[slot] and G0[i] != 0 and (slot, data.leak) in held.band:
+            if held.dependent[slot] or (slot, data.leak) not in held.band:
+                continue
+            if G0[i] != 0:
                 widening.setdefault(j, {})[i] = (held.band[slot, data.leak] / abs(G0[i]),
                                                  held.band[slot, mpf(1)] / abs(G0[i]))
+            else:
+                free.setdefault(j, {})[i] = max(held.band[slot, data.leak], held.band[slot, mpf(1)])
     worst = mpf(0)
     for j in range(len(C[0])):
         on = [i for i in range(data.n) if mode[i][j] == MODE_HELD or (
             mode[i][j] != MODE_VOID and drop[i][j] != DROP_NONE)]
         if on:
-            worst = max(worst, _neuron_distance(data, G0, C, S, j, on, widening.get(j, {})))
+            worst = max(worst, _neuron_distance(data, G0, C, S, j, on, widening.get(j, {}), free.get(j, {})))
     return worst / size if size > 0 else worst
