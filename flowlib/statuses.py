@@ -104,6 +104,11 @@ def used_up(budget: str, value: int, where: str) -> tuple[Status, str]:
     return outcome, f"{budget} = {value} used up at {where}"
 
 
+#: A loss above which a float64 overflow of the Taylor coefficients is put down to the loss's own size (an exp or
+#: logistic loss far on the wrong side of its margins, as from a large initialisation on heavy-tailed data).
+HUGE_LOSS = 1e8
+
+
 def flow_stop(code: int, *, where: str, interrupted_now: bool, steps: int, events: int, max_steps: int,
               max_events: int, loss=0.0, log_clock: bool = False, converged: str | None = None,
               memory: tuple[int, int] | None = None) -> tuple[Status, str] | None:
@@ -120,6 +125,11 @@ def flow_stop(code: int, *, where: str, interrupted_now: bool, steps: int, event
     if code == kstatus.NONFINITE and not loss < math.inf:
         return Status.FAILED, (f"the loss became non-finite ({'ln L' if log_clock else 'L'} = {shown(loss)}) at "
                                f"{where}; the result ends at the last finite state")
+    if code == kstatus.NONFINITE and (loss > math.log(HUGE_LOSS) if log_clock else loss > HUGE_LOSS):
+        status, words = ended(code, where)
+        return status, (f"{words}: the loss there is {'e^' + shown(loss) if log_clock else shown(loss)}, and its "
+                        "field's Taylor coefficients grow like the field's rate to the power of the order; start "
+                        "from a smaller initialisation or scale the data down")
     if code == kstatus.SUCCESS and converged is not None:
         head, tail = kstatus.CONVERGED_MESSAGE.split("{where} = {at!r}")
         return Status.SUCCESS, head + converged + tail

@@ -86,6 +86,19 @@ def test_failures_come_from_the_one_table_in_both_backends():
             assert res.message == f"{words} ({at_time(res.t[-1])})"
 
 
+def test_an_overflow_from_a_huge_loss_says_so():
+    """An exp loss 40 past its margin (``L = (e^40 + e^-1) / 2``, finite) has a field whose Taylor coefficients
+    overflow float64 at the first step: the failure names the loss and what to do, not only the overflow."""
+    prob = fl.Problem(np.array([[40.0], [1.0]]), np.array([-1.0, 1.0]), loss="exp", reduction="mean", bias=False,
+                      train_outer=True)
+    res = fl.gradient_flow(prob, fl.Params(W=np.array([[1.0]]), b=None, a=np.array([1.0])), 1.0)
+    words = ended(kstatus.NONFINITE, "t = 0.0")[1]
+    assert res.status == "failed" and res.message.startswith(words + ": the loss there is ")
+    shown = float(res.message[len(words + ": the loss there is "):].split(",")[0])
+    assert shown == pytest.approx((np.exp(40.0) + np.exp(-1.0)) / 2, rel=1e-14)
+    assert "smaller initialisation" in res.message
+
+
 def test_every_mpmath_failure_is_a_code_of_the_table(monkeypatch):
     """The mpmath engine's failures carry the kernels' codes; the message is the table's, at the time reached."""
     from flowlib.mp import flow as mpflow
