@@ -563,8 +563,9 @@ def _screen_dependent(N, out):
     earlier members, which are other columns. A member ``p`` of ``B1`` is tested against a basis of the columns
     outside ``B1`` together with the other members (at most ``2 (d + 1)`` columns). A residual against a subset of
     the other columns bounds the one against all of them, so every column marked here passes the direct test
-    (:func:`_in_span_of_others`) too; the others are left to it. This makes the test ``O(q d^2)`` for a neuron on
-    ``q`` hyperplanes of ``d + 1``-dimensional normals instead of ``q`` least-squares solves of size ``q``."""
+    (:func:`_in_span_of_others`) too; the others, at most ``d + 1`` members of ``B1``, are left to it. For a neuron
+    on ``q`` hyperplanes of ``(d + 1)``-dimensional normals the screen costs ``O(q d^2)``, and at most ``d + 1``
+    least-squares solves of size ``q`` remain, instead of ``q`` of them."""
     da, q = N.shape
     Q = np.empty((da, da))
     first = np.empty(da, np.int64)
@@ -572,7 +573,7 @@ def _screen_dependent(N, out):
     k1 = _greedy_basis(N, rest, Q, first)
     for p in range(q):
         out[p] = not rest[p]
-    # ``rest`` now marks B1's members: a basis of the columns outside B1
+    # ``rest`` now marks B1's members; next, a basis B2 of the columns outside B1
     outside = np.ones(q, np.bool_)
     for a in range(k1):
         outside[first[a]] = False
