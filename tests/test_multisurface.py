@@ -680,9 +680,10 @@ def test_a_leaky_neuron_leaves_the_origin_of_many_samples_on_a_consistent_patter
 
 
 def test_a_neuron_sliding_into_the_origin_of_many_samples_stays_there():
-    """``d = 1`` with a bias and an unbalanced start: neuron 2 slides on the hyperplane of the samples at
-    ``x = 0`` (``b = 0``) into the origin of ``(w, b)``, where all 80 hyperplanes meet (it used to stop the run
-    with ``failed``; 8 of 40 seeds of this set-up reach the origin). It sticks there for good."""
+    """``d = 1`` with a bias and an unbalanced start: neuron 2 starts on the hyperplane of the 14 samples at
+    ``x = 0`` (``b = 0``, a repelling tie that the default ``tie="stay"`` keeps) and moves along it into the origin
+    of ``(w, b)``, where all 80 hyperplanes meet (it used to stop the run with ``failed``; 8 of 40 seeds of this
+    set-up reach the origin). It sticks there for good."""
     rng = np.random.default_rng(3)
     X = rng.integers(-2, 3, size=(80, 1)).astype(float)
     y = rng.choice([-1.0, 1.0], 80)
