@@ -498,11 +498,13 @@ def dependent_columns(N, out):
     Above ``SCREEN_COLUMNS`` columns (a neuron at the origin sits on every sample's hyperplane) the columns are
     screened first (:func:`_screen_dependent`); every column the screen leaves open gets the direct test."""
     da, q = N.shape
-    screened = np.zeros(q, np.bool_)
     if q > SCREEN_COLUMNS:
-        _screen_dependent(N, screened)
+        _screen_dependent(N, out)
+    else:
+        out[:] = False
     for p in range(q):
-        out[p] = screened[p] or (q >= 2 and _in_span_of_others(N, p))
+        if not out[p] and q >= 2:
+            out[p] = _in_span_of_others(N, p)
 
 
 @jit

@@ -40,16 +40,17 @@ def dependent_columns(columns) -> list:
     columns screened first by two greedy bases (:func:`_screen_dependent`), as the kernel's."""
     q = len(columns)
     screened = _screen_dependent(columns) if q > SCREEN_COLUMNS else [False] * q
-    return [screened[p] or (q >= 2 and _in_span_of_others(columns, p)) for p in range(q)]
+    cut, tol = linalg.rcond(), stay_tol()
+    return [screened[p] or (q >= 2 and _in_span_of_others(columns, p, cut, tol)) for p in range(q)]
 
 
-def _in_span_of_others(columns, p) -> bool:
-    """Whether column ``p`` lies in the span of the others (least squares, :func:`linalg.rcond` cut-off), to
-    :func:`stay_tol` relative to its own length."""
+def _in_span_of_others(columns, p, cut, tol) -> bool:
+    """Whether column ``p`` lies in the span of the others (least squares with singular-value cut-off ``cut``), to
+    ``tol`` relative to its own length."""
     others = [c for r, c in enumerate(columns) if r != p]
-    coef = linalg.lstsq(others, columns[p], linalg.rcond())
+    coef = linalg.lstsq(others, columns[p], cut)
     residual = linalg.combine(columns[p], others, [-c for c in coef])
-    return linalg.norm(residual) <= stay_tol() * linalg.norm(columns[p])
+    return linalg.norm(residual) <= tol * linalg.norm(columns[p])
 
 
 def _residual(basis, x) -> list:
