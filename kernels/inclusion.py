@@ -17,6 +17,9 @@ A held surface whose multiplier lies beyond a bound of ``[leak, 1]`` by less tha
 (the engine does not release on noise: near a stationary point the residual weights are as uncertain as the state,
 whose local error is the step tolerance). Its slope's box is widened by that band over ``|G_i|``, the same numbers
 the engine decided with, so the residual measures the classification and not the noise the engine allows for.
+Surfaces with dependent normals (duplicate samples, a class of parallel ones) are held or released together, by a
+combined gap whose band is the sum of their bands (weighted by the class's ratios): each member's box widened by its
+own band widens the class's combined range by no more than that.
 """
 
 import math
@@ -32,8 +35,8 @@ from .tolerances import EPS64 as _EPS
 @jit
 def _widen(G0, held, j, on, lo, hi, free):
     """``lo[k]``, ``hi[k]``: how far the slope of surface ``on[k]`` of neuron ``j`` may go below ``leak`` and above
-    1: its noise band over ``|G_i|`` for an independent held slot (``held = (samples, dependent, band,
-    cons_offset)``, the driver's), 0 otherwise. ``free[k]``: for an independent held slot with ``G_i = 0`` exactly
+    1: its noise band over ``|G_i|`` for a held slot (``held = (samples, dependent, band, cons_offset)``, the
+    driver's; a dependent slot's too), 0 otherwise. ``free[k]``: for a held slot with ``G_i = 0`` exactly
     (a sample fitted exactly, as at a converged square loss), whose slope does not enter the velocity, the band
     itself, ``max(band)``: the limit of the widened slope's range times ``|G_i|`` (0 otherwise)."""
     samples, dependent, band, cons_offset = held
@@ -43,7 +46,7 @@ def _widen(G0, held, j, on, lo, hi, free):
         free[k] = 0.0
         g = abs(G0[on[k]])
         for slot in range(cons_offset[j], cons_offset[j + 1]):
-            if samples[slot] == on[k] and not dependent[slot]:
+            if samples[slot] == on[k]:
                 if g > 0.0:
                     lo[k] = band[slot, 0] / g
                     hi[k] = band[slot, 1] / g

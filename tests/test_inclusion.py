@@ -66,11 +66,34 @@ def test_a_multiplier_kept_inside_its_noise_band_is_not_counted(slope, bound, si
     expected = 0.75 * excess * abs(a * G0[0]) * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
     assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
         pytest.approx(expected, rel=1e-12)
-    # a dependent slot's split is not unique: its box is never widened
+    # a dependent slot is widened alike (the engine releases its class by a gap whose band sums its members')
     held = _held(*bands)
     held[1][0] = True
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, held) == pytest.approx(
-        expected / 0.75, rel=1e-12)
+    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, held) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("cover, remaining", [(1.5, 0.0), (0.25, 1.5)])
+def test_a_class_of_duplicate_samples_is_widened_by_its_members_bands(cover, remaining):
+    """Two duplicate samples held together (a class: their normals are equal, so only the sum of their slopes
+    acts), both slopes ``leak - delta``: the combined coefficient ``2 (leak - delta)`` lies ``2 delta`` below the
+    class's range ``[2 leak, 2]``. Each member's band ``b`` widens its slope by ``b / |G|``, the class's range by
+    ``2 b / |G|``: a band of ``1.5 delta |G|`` covers the excess, one of ``0.25 delta |G|`` leaves ``1.5 delta``
+    (closed form ``1.5 delta |a G| |n|``). Found on a converged square-loss flow with binary features, where 43
+    duplicates held a neuron with their combined slope ``3e-10`` below ``leak``: a residual of 1.6e-9."""
+    leak, delta, a = 0.1, 1e-3, 1.5
+    Xa = np.array([[1.0, -2.0, 1.0], [1.0, -2.0, 1.0], [0.5, 1.0, 1.0]])
+    G0 = np.array([0.3, 0.3, -0.2])
+    C = np.zeros((2, 1, 4))
+    C[0, 0] = [2.0, 1.0, 0.0, a]
+    C[1, 0, :3] = -a * (2 * (leak - delta) * G0[0] * Xa[0] + G0[2] * Xa[2])
+    S = np.array([[0.0], [0.0], [1.0]])
+    mode = np.array([[MODE_HELD], [MODE_HELD], [MODE_FREE]], dtype=np.int8)
+    drop = np.full((3, 1), DROP_NONE, dtype=np.int8)
+    band = cover * delta * abs(G0[0])
+    held = (np.array([0, 1]), np.array([True, True]), np.array([[band, band], [band, band]]), np.array([0, 2]))
+    expected = remaining * delta * abs(a * G0[0]) * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
+    got = inclusion_residual(Xa, G0, C, S, mode, drop, leak, True, 0.0, held)
+    assert got <= 4 * np.finfo(np.float64).eps if remaining == 0.0 else got == pytest.approx(expected, rel=1e-12)
 
 
 def _fitted_sample_case(tau):
@@ -99,7 +122,7 @@ def test_a_fitted_sample_held_within_its_noise_band_is_not_counted(side):
     expected = 3.0 * a * band * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
     assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
         pytest.approx(expected, rel=1e-12)
-    # without a band (or for a dependent slot) the whole normal component counts
+    # without a band the whole normal component counts
     assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held()) == pytest.approx(
         expected * 4 / 3, rel=1e-12)
     with mp.workdps(40):

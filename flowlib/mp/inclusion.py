@@ -2,8 +2,8 @@
 
 The computation of :mod:`flowlib.kernels.inclusion` (read its module docstring): per neuron on surfaces (held, or
 just crossed or released), the distance of ``C[1]_j`` to ``{v0_j + sum_k s_k e_k : s in [leak, 1]^k}``, a small
-box-constrained least-squares problem; the largest over the neurons, relative to ``|C[1]|``; an independent held
-slot's box widened by its noise band over ``|G_i|`` (at ``G_i = 0``, the limit: the normal times the band). Call
+box-constrained least-squares problem; the largest over the neurons, relative to ``|C[1]|``; a held slot's box
+widened by its noise band over ``|G_i|`` (at ``G_i = 0``, the limit: the normal times the band). Call
 inside ``mp.workdps(...)``.
 """
 
@@ -64,13 +64,13 @@ def inclusion_residual(data, G0, C, S, mode, drop, held=None) -> mpf:
     mode, drop : list of list of int
         The surfaces' modes and drop flags (``flowlib.kernels.constants``).
     held : flowlib.mp.flow.Held, optional
-        The step's held surfaces and their noise bands, which widen the boxes of independent slots.
+        The step's held surfaces and their noise bands, which widen their slopes' boxes.
     """
     size = mp.sqrt(mp.fsum(x * x for row in C[1] for x in row))
     widening, free = {}, {}
     if held is not None:
         for slot, (i, j) in enumerate(held.slots):
-            if held.dependent[slot] or (slot, data.leak) not in held.band:
+            if (slot, data.leak) not in held.band:
                 continue
             if G0[i] != 0:
                 widening.setdefault(j, {})[i] = (held.band[slot, data.leak] / abs(G0[i]),
