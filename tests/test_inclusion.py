@@ -9,8 +9,11 @@ from mpmath import mp, mpf
 import flowlib as fl
 from flowlib import examples
 from flowlib.kernels.constants import DROP_NONE, MODE_FREE, MODE_HELD
+from flowlib.kernels.events import box_least_squares
 from flowlib.kernels.inclusion import inclusion_residual
+from flowlib.mp import linalg as mp_linalg
 from flowlib.mp.inclusion import inclusion_residual as mp_inclusion_residual
+from flowlib.mp.linalg import box_least_squares as mp_box_least_squares
 from flowlib.mp.series import MPData
 
 
@@ -94,6 +97,29 @@ def test_a_class_of_duplicate_samples_is_widened_by_its_members_bands(cover, rem
     expected = remaining * delta * abs(a * G0[0]) * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
     got = inclusion_residual(Xa, G0, C, S, mode, drop, leak, True, 0.0, held)
     assert got <= 4 * np.finfo(np.float64).eps if remaining == 0.0 else got == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("eps", [1e-8, 1e-10])
+def test_the_box_least_squares_minimum_is_exact_where_it_is_zero(eps):
+    """``min |v0 + E s|`` over ``[0, 1]^2`` with ``E = [[1, 1], [0, eps]]`` and ``v0 = -E (1/2, 1/2)``: the minimum
+    is 0 at ``s = (1/2, 1/2)`` (``E`` is invertible). From ``s = 0`` the active set frees ``s_0`` and stops at
+    ``(1, 0)``, where the gradient of ``s_1`` is ``-eps^2 / 2``: below the release test's rounding threshold, it
+    would leave a residual ``eps / 2``, which an inclusion residual reports for a velocity inside the set (found
+    with 39 hyperplanes through a neuron near the origin, 1.1e-9). The refinement releases it anyway and keeps the
+    smaller residual. Float64, and the mpmath twin at 30 digits with ``eps = 1e-14``."""
+    E = np.array([[1.0, 1.0], [0.0, eps]])
+    v0 = -E @ np.array([0.5, 0.5])
+    s = np.empty(2)
+    box_least_squares(E, v0, 0.0, 1.0, s)
+    assert np.linalg.norm(v0 + E @ s) <= 4 * np.finfo(np.float64).eps
+    assert s == pytest.approx([0.5, 0.5], abs=1e3 * np.finfo(np.float64).eps / eps)
+    with mp.workdps(30):
+        small = mpf("1e-14")
+        columns = [[mpf(1), mpf(0)], [mpf(1), small]]
+        target = [-(x + y) / 2 for x, y in zip(*columns)]
+        got = mp_box_least_squares(columns, target, mpf(0), mpf(1))
+        assert mp_linalg.norm(mp_linalg.combine(target, columns, got)) <= 4 * mp.eps
+        assert max(abs(x - mpf(1) / 2) for x in got) <= 1e3 * mp.eps / small
 
 
 def _fitted_sample_case(tau):

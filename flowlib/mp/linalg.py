@@ -65,7 +65,8 @@ def box_least_squares(columns, v0, lo, hi) -> list:
 
     The algorithm of :func:`flowlib.kernels.events.box_least_squares`: start at the lower bounds, free the bound
     variable whose gradient points into the box, step to the minimum over the free set (minimum-norm solve),
-    stop at the first blocking bound, release only at a minimum over the free set; exact at termination. The
+    stop at the first blocking bound, release only at a minimum over the free set; exact at termination (where the
+    minimum is nearly 0, after the kernel's refinement, :func:`_refine`). The
     iteration count is bounded (``20 q + 20``); on exhaustion the kernel's fallback (coordinate descent and a
     polishing solve) is used.
     """
@@ -87,10 +88,6 @@ def box_least_squares(columns, v0, lo, hi) -> list:
     def pulls_inward(k, grad):
         return (s[k] <= lo and grad[k] < -tol[k]) or (s[k] >= hi and grad[k] > tol[k])
 
-    def newton_step(idx):
-        # the subspace minimum solved on the columns, not the normal equations (see the kernel's _newton_step)
-        return lstsq([columns[k] for k in idx], [-x for x in combine(v0, columns, s)], rcond())
-
     for _ in range(20 * q + 20):
         grad = gradient()
         if not any(free):
@@ -100,33 +97,76 @@ def box_least_squares(columns, v0, lo, hi) -> list:
             if at_minimum and not free[k] and pulls_inward(k, grad):
                 free[k] = changed = True
                 break
-        idx = [k for k in range(q) if free[k]]
-        if not idx:
-            return s
-        step = newton_step(idx)
-        alpha, blocking = mpf(1), None
-        for a, k in enumerate(idx):
-            if step[a] > 0 and s[k] + step[a] > hi:
-                r = (hi - s[k]) / step[a]
-            elif step[a] < 0 and s[k] + step[a] < lo:
-                r = (lo - s[k]) / step[a]
-            else:
-                continue
-            if r < alpha:
-                alpha, blocking = r, (k, hi if step[a] > 0 else lo)
-        for a, k in enumerate(idx):
-            s[k] = min(hi, max(lo, s[k] + alpha * step[a]))
-        if blocking is not None:
-            s[blocking[0]] = blocking[1]
-            free[blocking[0]] = False
+        if not any(free):
+            return _refine(columns, v0, s, free, lo, hi)
+        if _free_step(columns, v0, s, free, lo, hi):
             at_minimum = False
             continue
         at_minimum = True
         if not changed:
             grad = gradient()
             if not any(not free[k] and pulls_inward(k, grad) for k in range(q)):
-                return s
+                return _refine(columns, v0, s, free, lo, hi)
     return _coordinate_descent(columns, v0, H, g0, lo, hi, s)
+
+
+def _free_step(columns, v0, s, free, lo, hi) -> bool:
+    """The kernel's ``_free_step``: the step to the minimum over the free variables (solved on the columns, not the
+    normal equations), cut short where it first meets a bound, which binds that variable; ``s`` and ``free`` are
+    updated in place. Returns whether a bound cut it short."""
+    idx = [k for k in range(len(s)) if free[k]]
+    step = lstsq([columns[k] for k in idx], [-x for x in combine(v0, columns, s)], rcond())
+    alpha, blocking = mpf(1), None
+    for a, k in enumerate(idx):
+        if step[a] > 0 and s[k] + step[a] > hi:
+            r = (hi - s[k]) / step[a]
+        elif step[a] < 0 and s[k] + step[a] < lo:
+            r = (lo - s[k]) / step[a]
+        else:
+            continue
+        if r < alpha:
+            alpha, blocking = r, (k, hi if step[a] > 0 else lo)
+    for a, k in enumerate(idx):
+        s[k] = min(hi, max(lo, s[k] + alpha * step[a]))
+    if blocking is None:
+        return False
+    s[blocking[0]] = blocking[1]
+    free[blocking[0]] = False
+    return True
+
+
+def _refine(columns, v0, s, free, lo, hi) -> list:
+    """The kernel's ``_refine``: where a gradient below the release test could hide a residual (the bound on the
+    gap ``sum inward gradient (hi - lo)`` above ``box_gradient`` times ``|r|^2``), release the bound variable with the
+    largest inward gradient, move to the minimum over the free set, and keep it only if the residual decreased;
+    at most ``q + 1`` times. Returns ``s``."""
+    q = len(s)
+    for _ in range(q + 1):
+        r = combine(v0, columns, s)
+        f = dot(r, r)
+        gap, best, largest = mpf(0), None, mpf(0)
+        for k in range(q):
+            if free[k]:
+                continue
+            g = dot(columns[k], r)
+            inward = -g if s[k] <= lo else (g if s[k] >= hi else mpf(0))
+            if inward > 0:
+                gap += inward * (hi - lo)
+                if inward > largest:
+                    largest, best = inward, k
+        if best is None or gap <= tolerance("box_gradient") * f:
+            return s
+        trial, trial_free = list(s), list(free)
+        trial_free[best] = True
+        for _ in range(q + 1):
+            if not (any(trial_free) and _free_step(columns, v0, trial, trial_free, lo, hi)):
+                break
+        r = combine(v0, columns, trial)
+        if not dot(r, r) < f:
+            return s
+        s[:] = trial
+        free[:] = trial_free
+    return s
 
 
 def _coordinate_descent(columns, v0, H, g0, lo, hi, s):
