@@ -11,6 +11,8 @@ import threading
 
 import numpy as np
 
+from flowlib.kernels.constants import MIN_ORDER
+
 
 #: Largest ``dps`` of an mpmath run (``gradient_flow``, ``gradient_descent``, run configurations, saved results): a
 #: step costs about 80 s at 1000 digits on one core and grows like ``dps^2``.
@@ -26,8 +28,8 @@ def check_dps(dps) -> int:
 
 
 def order_for(rtol) -> int:
-    """Taylor order for a tolerance: ``ceil(-ln(rtol) / 2) + 1`` (Jorba & Zou 2005), at least 4."""
-    return max(4, math.ceil(-0.5 * math.log(rtol)) + 1)
+    """Taylor order for a tolerance: ``ceil(-ln(rtol) / 2) + 1`` (Jorba & Zou 2005), at least ``MIN_ORDER`` (4)."""
+    return max(MIN_ORDER, math.ceil(-0.5 * math.log(rtol)) + 1)
 
 
 # signal.signal wraps this C function to convert handlers to and from IntEnum, by way of exceptions when the

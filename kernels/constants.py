@@ -58,6 +58,9 @@ LCP_HOLD = 3  #: repelling and held: its slope is a variable and its normal velo
 LOWEST_ORDER = 6
 ORDER_MARGIN = 2
 ORDER_CLIMB = 4
+#: the lowest Taylor order a step is ever taken at (``order_for``'s floor): where a huge loss makes the
+#: coefficients overflow above some order, the step is taken at that order if it is at least this
+MIN_ORDER = 4
 #: The step-size rule's safety factor is ``e^STEP_SAFETY_EXPONENT`` (Jorba & Zou), in both backends; the same
 #: factor scales the logistic loss's radius where its coefficients are flat to rounding.
 STEP_SAFETY_EXPONENT = -2

@@ -56,7 +56,7 @@ import numpy as np
 from . import status
 from ._jit import jit
 from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, LOWEST_ORDER,  # noqa: F401
-                        MODE_FREE, MODE_HELD, MODE_VOID, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN)
+                        MIN_ORDER, MODE_FREE, MODE_HELD, MODE_VOID, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN)
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
@@ -1300,6 +1300,18 @@ def _at_order(method, K):
 
 
 @jit
+def _finite_order(C, K):
+    """The largest order ``k < K``, at least ``MIN_ORDER``, whose Taylor coefficients ``C[0..k]`` are all finite;
+    0 when there is none. Where a huge loss makes the coefficients overflow above some order (they grow like the
+    flow's rate to the power ``k``: an exp loss of ``1e40`` overflows float64 from order 8) the step is taken at
+    that order, with the step-size rule's smaller step; the order controller climbs again as the loss falls."""
+    for k in range(K):
+        if not math.isfinite(max_abs(C[k])):
+            return k - 1 if k - 1 >= MIN_ORDER else 0
+    return K - 1 if K - 1 >= MIN_ORDER else 0
+
+
+@jit
 def _next_order(C, K, top, h, size, tol, found):
     """The order controller: the Taylor order of the next step. After a step an event ended, the order that step
     needed (:func:`.stepping.order_needed`) plus ``ORDER_MARGIN``, at least ``LOWEST_ORDER``, where that at least
@@ -1413,6 +1425,13 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             break
         # 3. step size, noise bands, hold / release
         code, h, span, final, size = _step_size(net, step, ws, t, t_end)
+        if code == status.NONFINITE:
+            lower = _finite_order(ws.series.C, K)
+            if lower > 0:
+                # a huge loss (an exp loss at a large initialisation): the coefficients grow like its rate to the
+                # power k and overflow above order `lower`, while the state is finite; take the pass at that order
+                K = lower
+                continue
         if code != status.RUNNING:
             break
         _noise_bands(net, step, state, ws, held, size, t)

@@ -87,16 +87,35 @@ def test_failures_come_from_the_one_table_in_both_backends():
 
 
 def test_an_overflow_from_a_huge_loss_says_so():
-    """An exp loss 40 past its margin (``L = (e^40 + e^-1) / 2``, finite) has a field whose Taylor coefficients
-    overflow float64 at the first step: the failure names the loss and what to do, not only the overflow."""
-    prob = fl.Problem(np.array([[40.0], [1.0]]), np.array([-1.0, 1.0]), loss="exp", reduction="mean", bias=False,
+    """An exp loss 300 past its margin (``L = (e^300 + e^-1) / 2``, finite) has a field whose Taylor coefficients
+    overflow float64 from order 3, below the lowest order a step is taken at: the failure names the loss and what
+    to do, not only the overflow."""
+    prob = fl.Problem(np.array([[300.0], [1.0]]), np.array([-1.0, 1.0]), loss="exp", reduction="mean", bias=False,
                       train_outer=True)
     res = fl.gradient_flow(prob, fl.Params(W=np.array([[1.0]]), b=None, a=np.array([1.0])), 1.0)
     words = ended(kstatus.NONFINITE, "t = 0.0")[1]
     assert res.status == "failed" and res.message.startswith(words + ": the loss there is ")
     shown = float(res.message[len(words + ": the loss there is "):].split(",")[0])
-    assert shown == pytest.approx((np.exp(40.0) + np.exp(-1.0)) / 2, rel=1e-14)
+    assert shown == pytest.approx((np.exp(300.0) + np.exp(-1.0)) / 2, rel=1e-14)
     assert "smaller initialisation" in res.message
+
+
+@pytest.mark.parametrize("w0", [40.0, 150.0])
+def test_a_huge_loss_whose_low_orders_are_finite_is_integrated(w0):
+    """One ReLU neuron, ``x = 1``, ``y = -1``, exp loss, outer weight fixed at 1: ``L = e^w`` and ``w' = -e^w`` while
+    ``w > 0``, so ``w(t) = -ln(e^-w0 + t)``; it reaches the kink at ``t* = 1 - e^-w0`` and sticks there (the field
+    beyond is 0). At ``w0 = 150`` (``L = 1.4e65``) the coefficients overflow float64 above order 4 and the run
+    used to fail at ``t = 0``; it now starts at the orders that are finite and climbs as the loss falls."""
+    prob = fl.Problem(np.array([[1.0]]), np.array([-1.0]), loss="exp", activation="relu", bias=False,
+                      train_outer=False)
+    res = fl.gradient_flow(prob, fl.Params(W=np.array([[w0]]), b=None, a=np.array([1.0])), 2.0,
+                           t_eval=[0.25, 0.5, 0.75])
+    assert res.status == "success"
+    expected = -np.log(np.exp(-w0) + np.array([0.25, 0.5, 0.75]))
+    assert np.max(np.abs(res.states_eval[:, 0, 0] - expected)) <= 1e-12
+    assert [e.kind for e in res.events] == ["stick"]
+    assert res.events[0].t == pytest.approx(1.0 - np.exp(-w0), abs=1e-13)
+    assert res.final.W[0, 0] == 0.0 and res.energy_residual <= 1e-10
 
 
 def test_every_mpmath_failure_is_a_code_of_the_table(monkeypatch):
