@@ -1303,8 +1303,9 @@ def _at_order(method, K):
 def _finite_order(C, K):
     """The largest order ``k < K``, at least ``MIN_ORDER``, whose Taylor coefficients ``C[0..k]`` are all finite;
     0 when there is none. Where a huge loss makes the coefficients overflow above some order (they grow like the
-    flow's rate to the power ``k``: an exp loss of ``1e40`` overflows float64 from order 8) the step is taken at
-    that order, with the step-size rule's smaller step; the order controller climbs again as the loss falls."""
+    flow's rate to the power ``k``: for one neuron with ``L = e^w0`` the order-``k`` coefficient is ``e^(k w0) / k``,
+    which overflows float64 from ``k w0 > 709``, order 8 at ``L = 1e40``) the step is taken at that order, with the
+    step-size rule's smaller step; the order controller climbs again as the loss falls."""
     for k in range(K):
         if not math.isfinite(max_abs(C[k])):
             return k - 1 if k - 1 >= MIN_ORDER else 0
