@@ -200,20 +200,22 @@ def _refine(E, v0, s, free, lo, hi):
     bound on the gap exceeds ``BOX_GRADIENT f(s)``, the bound variable with the largest inward gradient (any size)
     is released, the free variables move to their minimum (:func:`_free_step`), and the result is kept only if the
     residual decreased (which also ends the loop on rounding noise); at most ``q + 1`` times."""
-    q = len(s)
+    p, q = E.shape
+    r = np.empty(p)
     trial = np.empty(q)
     trial_free = np.empty(q, np.bool_)
     for _ in range(q + 1):
-        r = v0 + E @ s
-        f = np.dot(r, r)
-        grad = E.T @ r
+        f = _residual(E, v0, s, r)
         gap = 0.0
         best = -1
         largest = 0.0
         for k in range(q):
             if free[k]:
                 continue
-            inward = -grad[k] if s[k] <= lo else (grad[k] if s[k] >= hi else 0.0)
+            grad = 0.0
+            for i in range(p):
+                grad += E[i, k] * r[i]
+            inward = -grad if s[k] <= lo else (grad if s[k] >= hi else 0.0)
             if inward > 0.0:
                 gap += inward * (hi - lo)
                 if inward > largest:
@@ -226,11 +228,25 @@ def _refine(E, v0, s, free, lo, hi):
         for _ in range(q + 1):
             if not (np.any(trial_free) and _free_step(E, v0, trial, trial_free, lo, hi)):
                 break
-        r = v0 + E @ trial
-        if not np.dot(r, r) < f:
+        if not _residual(E, v0, trial, r) < f:
             return
         s[:] = trial
         free[:] = trial_free
+
+
+@jit
+def _residual(E, v0, s, r):
+    """``r = v0 + E s`` and ``|r|^2``, in plain loops (``E`` is small: a BLAS call per box least-squares problem
+    would cost more than the sums, and :func:`box_least_squares` runs once per classification)."""
+    p, q = E.shape
+    f = 0.0
+    for i in range(p):
+        acc = v0[i]
+        for k in range(q):
+            acc += E[i, k] * s[k]
+        r[i] = acc
+        f += acc * acc
+    return f
 
 
 @jit
