@@ -90,8 +90,8 @@ from .tolerances import BOX_CONVERGED, BOX_GRADIENT, BOX_MARGIN, HOLD_SLACK, RCO
 
 @jit
 def box_least_squares(E, v0, lo, hi, s):
-    """Minimise ``|v0 + E s|^2`` over ``lo <= s <= hi`` (an active-set method; exact at termination, where the
-    minimum is nearly 0 after :func:`_refine`).
+    """Minimise ``|v0 + E s|^2`` over ``lo <= s <= hi`` (an active-set method, exact at termination; where the
+    minimum is 0 or nearly so, once :func:`_refine` has passed the release test's rounding threshold).
 
     Parameters
     ----------

@@ -66,9 +66,9 @@ def box_least_squares(columns, v0, lo, hi) -> list:
     The algorithm of :func:`flowlib.kernels.events.box_least_squares`: start at the lower bounds, free the bound
     variable whose gradient points into the box, step to the minimum over the free set (minimum-norm solve),
     stop at the first blocking bound, release only at a minimum over the free set; exact at termination (where the
-    minimum is nearly 0, after the kernel's refinement, :func:`_refine`). The
-    iteration count is bounded (``20 q + 20``); on exhaustion the kernel's fallback (coordinate descent and a
-    polishing solve) is used.
+    minimum is 0 or nearly so, once the kernel's refinement, :func:`_refine`, has passed the release test's
+    rounding threshold). The iteration count is bounded (``20 q + 20``); on exhaustion the kernel's fallback
+    (coordinate descent and a polishing solve) is used.
     """
     q = len(columns)
     H = [[dot(a, b) for b in columns] for a in columns]
