@@ -202,10 +202,8 @@ def _refine(E, v0, s, free, lo, hi):
     residual decreased (which also ends the loop on rounding noise); at most ``q + 1`` times."""
     p, q = E.shape
     r = np.empty(p)
-    trial = np.empty(q)
-    trial_free = np.empty(q, np.bool_)
     for _ in range(q + 1):
-        f = _residual(E, v0, s, r)
+        f = box_residual(E, v0, s, r)
         gap = 0.0
         best = -1
         largest = 0.0
@@ -222,22 +220,22 @@ def _refine(E, v0, s, free, lo, hi):
                     largest, best = inward, k
         if best < 0 or gap <= BOX_GRADIENT * f:
             return
-        trial[:] = s
-        trial_free[:] = free
+        trial = s.copy()
+        trial_free = free.copy()
         trial_free[best] = True
         for _ in range(q + 1):
             if not (np.any(trial_free) and _free_step(E, v0, trial, trial_free, lo, hi)):
                 break
-        if not _residual(E, v0, trial, r) < f:
+        if not box_residual(E, v0, trial, r) < f:
             return
         s[:] = trial
         free[:] = trial_free
 
 
 @jit
-def _residual(E, v0, s, r):
-    """``r = v0 + E s`` and ``|r|^2``, in plain loops (``E`` is small: a BLAS call per box least-squares problem
-    would cost more than the sums, and :func:`box_least_squares` runs once per classification)."""
+def box_residual(E, v0, s, r):
+    """``r = v0 + E s`` and ``|r|^2`` for a box least-squares problem, in plain loops (``E`` is small: a BLAS call
+    per problem would cost more than the sums, and :func:`box_least_squares` runs once per classification)."""
     p, q = E.shape
     f = 0.0
     for i in range(p):

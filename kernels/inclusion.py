@@ -28,7 +28,7 @@ import numpy as np
 
 from ._jit import jit
 from .constants import DROP_NONE, INCLUSION_ROUNDINGS, MODE_HELD, MODE_VOID
-from .events import box_least_squares
+from .events import box_least_squares, box_residual
 from .tolerances import EPS64 as _EPS
 
 
@@ -39,7 +39,7 @@ def _widen(G0, held, j, on, lo, hi, free):
     driver's; a dependent slot's too), 0 otherwise. ``free[k]``: for a held slot with ``G_i = 0`` exactly
     (a sample fitted exactly, as at a converged square loss), whose slope does not enter the velocity, the band
     itself, ``max(band)``: the limit of the widened slope's range times ``|G_i|`` (0 otherwise)."""
-    samples, dependent, band, cons_offset = held
+    samples, _, band, cons_offset = held  # dependent slots are widened alike (module doc)
     for k in range(len(on)):
         lo[k] = 0.0
         hi[k] = 0.0
@@ -104,12 +104,7 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on, lo, hi,
                 v0[q] -= Xa[on[k], q] * half * (1.0 + leak) / (1.0 - leak)
     s = np.empty(len(on))
     box_least_squares(E, v0, leak, 1.0, s)
-    total = 0.0
-    for q in range(da):
-        r = v0[q]
-        for k in range(len(on)):
-            r += E[q, k] * s[k]
-        total += r * r
+    total = box_residual(E, v0, s, np.empty(da))
     return max(0.0, math.sqrt(total) - INCLUSION_ROUNDINGS * _EPS * gross)
 
 
