@@ -22,7 +22,7 @@ import flowlib as fl
 from benchmarks import bench
 from benchmarks.peers import heyoka_peer
 from flowlib import examples, flow
-from flowlib.kernels import bundles, driver
+from flowlib.kernels import bundles, driver, zeno
 from flowlib.running import order_for
 
 RTOL = flow.DEFAULT_RTOL
@@ -50,13 +50,15 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
     per_step, per_event = flow._chunk_buffers(64, 64 + 3 * n * m, order, m, w, False)
     P, now, drop = start.copy(), np.zeros(1), np.zeros((n, m), np.int8)
     active, mode = flow.initial_surfaces(prob, start)
-    state = bundles.state(P, active, mode, drop, now)
+    state = bundles.state(P, active, mode, drop, now, zeno.network_zeno(m, w))
 
     def run():
         P[:] = start
         now[0] = 0.0
         drop[:] = 0
         state.order[0] = 0
+        state.zeno.memory.count[0] = 0
+        state.zeno.dissipated[0] = 0.0
         driver.surface_sides(prob.augmented_inputs, P, prob.bias, np.empty((n, m)), active, mode)
         return driver.integrate_chunk(*setup, state, t_end, 64, 64, per_step, per_event)
 

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from flowlib.kernels import bundles, driver, events as kevents, status as kstatus
+from flowlib.kernels import bundles, driver, events as kevents, status as kstatus, zeno as kzeno
 from flowlib.problem import Params, Problem
 from flowlib.progress import check_callback, report
 from flowlib.result import EventLog, FlowResult
@@ -528,6 +528,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
     # the time, where the flow converged to working precision (if it does), the largest inclusion residual
     now = np.array([0.0, math.nan, 0.0])
     orders = np.zeros(1, np.int64)  # the order controller's, from chunk to chunk
+    zeno = kzeno.network_zeno(m, w)  # the Zeno detector's memory of the last event instants, idem
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = first_chunk_steps(n, m, w, order)
     per_step_bytes = stored_bytes_per_step(order, m, w, dense_output)
@@ -545,9 +546,10 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
                 per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
                                                      dense_output or run.eval_done < len(u_eval)
                                                      or (watch is not None and watch.use_lin))
+                state = bundles.State(P, active, mode, drop, now, orders, zeno)
                 tick = time.perf_counter()
-                code, k, e = driver.integrate_chunk(*setup, bundles.State(P, active, mode, drop, now, orders), target,
-                                                    budget_steps, budget_events, per_step, per_event)
+                code, k, e = driver.integrate_chunk(*setup, state, target, budget_steps, budget_events, per_step,
+                                                    per_event)
                 elapsed = time.perf_counter() - tick
                 if watch is not None:
                     code, k, e = watch.after_chunk(code, k, e, target < u_end, P, now, per_step, per_event)

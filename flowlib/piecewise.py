@@ -43,7 +43,7 @@ class PiecewiseEvent:
         ``7e-15 |t|`` at ratio ``r = 1/3``, or the whole remaining tail is). ``nan`` for other events.
     cycle : int
         For ``zeno``: the number of event instants per cycle of the accumulation (1 to
-        ``flowlib.kernels.pwa.ZENO_MAX_CYCLE``); 0 for other events.
+        ``flowlib.kernels.zeno.ZENO_MAX_CYCLE``); 0 for other events.
     """
 
     t: float

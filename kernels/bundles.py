@@ -49,9 +49,10 @@ class Method(NamedTuple):
 class State(NamedTuple):
     """The state a chunk continues from and updates in place: parameters ``P`` (``m, d + 2``), the side of each
     free surface ``active`` (``n, m`` bool), surface modes ``mode`` and vanishing leading terms ``drop`` (``n, m``
-    int8), ``clock`` (the time; see :func:`.driver.integrate_chunk`) and ``order`` (shape (1,), int64: the Taylor
-    order the order controller chose for the next step, carried from chunk to chunk; 0 starts at the tolerance's).
-    Use :func:`state` for a fresh one."""
+    int8), ``clock`` (the time; see :func:`.driver.integrate_chunk`), ``order`` (shape (1,), int64: the Taylor
+    order the order controller chose for the next step, carried from chunk to chunk; 0 starts at the tolerance's)
+    and ``zeno``, the Zeno detector's memory of the last event instants (a :class:`.zeno.NetworkZeno`, from
+    :func:`.zeno.network_zeno`). Use :func:`state` for a fresh one."""
 
     P: np.ndarray
     active: np.ndarray
@@ -59,11 +60,12 @@ class State(NamedTuple):
     drop: np.ndarray
     clock: np.ndarray
     order: np.ndarray
+    zeno: NamedTuple
 
 
-def state(P, active, mode, drop, clock) -> State:
-    """A :class:`State` whose first step is taken at the tolerance's order."""
-    return State(P, active, mode, drop, clock, np.zeros(1, np.int64))
+def state(P, active, mode, drop, clock, zeno) -> State:
+    """A :class:`State` whose first step is taken at the tolerance's order, with the Zeno memory ``zeno``."""
+    return State(P, active, mode, drop, clock, np.zeros(1, np.int64), zeno)
 
 
 class StepLog(NamedTuple):

@@ -76,3 +76,10 @@ CONVERGED_ROUNDINGS = 16.0
 #: The inclusion residual does not count distances within this many roundings of the velocity's terms (kernels/
 #: inclusion.py): a velocity that is itself rounding (a neuron dead at the origin) has no measurable direction.
 INCLUSION_ROUNDINGS = 64.0
+
+#: Longest cycle of event instants the Zeno detectors recognise (kernels/zeno.py and its mpmath twin), the
+#: instants they keep (enough for ``3 p + 1`` instants of the longest cycle) and the largest time ratio per cycle
+#: taken for a geometric accumulation.
+ZENO_MAX_CYCLE = 16
+ZENO_MEMORY = 3 * ZENO_MAX_CYCLE + 1
+ZENO_MAX_RATIO = 0.99

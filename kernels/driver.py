@@ -27,7 +27,9 @@ Each step
    (``slide_end``; they leave tangentially), gathers every free surface reached within ``64 eps h`` and
    classifies each neuron's surfaces with the minimal-norm velocity (:func:`.events.classify_neuron`).
    Surfaces just left are marked so the next root search excludes ``tau = 0`` (and ``tau = 0`` to second order
-   after a tangential release): an event never re-fires.
+   after a tangential release): an event never re-fires;
+6. records each event instant in the Zeno detector's memory (:mod:`.zeno`) and passes an accumulation of instants
+   to its limit (:func:`_zeno_jump`).
 
 Noise floor: near a stationary point the residual weights ``G_i`` shrink towards the noise of the state (its stiff
 modes are re-excited at the step's local tolerance every step), and the exit polynomials, whose coefficients are
@@ -58,12 +60,13 @@ from ._jit import jit
 from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, LOWEST_ORDER,  # noqa: F401
                         MIN_ORDER, MODE_FREE, MODE_HELD, MODE_VOID, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN)
 from .inclusion import inclusion_residual
-from .events import EVENT_SLIDE_END, EVENT_TIE, classify_neuron, dependent_columns, without_column
+from .events import EVENT_SLIDE_END, EVENT_TIE, EVENT_ZENO, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
 from .bundles import Method
+from .zeno import aitken, ring_index, zeno_check, zeno_record
 from .stepping import STEP_SAFETY, budget_spent, order_needed, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
-    SIMULTANEOUS, STAY as STAY_TOL
+    SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP
 from .series import FLAT_MARGIN, LOSS_SQUARE, SeriesWork, flat_loss_radius, horner_state, log_loss_from_outputs, \
     loss_from_outputs, max_abs, network_loss, penalty, preactivations, series_work, taylor_coefficients, \
     velocity_energy, velocity_energy_log, velocity_inner
@@ -78,7 +81,9 @@ _SCAN_BLOCK = 8
 #: (:class:`flowlib.mp.flow._Integrator`) has a method of each name
 STAGES = ("_surfaces_reached", "_resolve", "_coasting", "_coast", "_held_series", "_held_surfaces", "_step_size",
           "_noise_bands", "_releases_due", "_released_backwards", "_release", "_locate_events", "_record_step",
-          "_advance", "_classify_reached")
+          "_advance", "_classify_reached", "_zeno_jump")
+#: event kinds, for the Zeno detector's keys
+_KINDS = EVENT_ZENO + 1
 
 
 @jit
@@ -1329,6 +1334,134 @@ def _next_order(C, K, top, h, size, tol, found):
 
 
 @jit
+def _zeno_key(events, q, m):
+    """The Zeno detector's key of event ``q``: its surface ``(sample, neuron)``, kind and side."""
+    return ((events.sample[q] * m + events.neuron[q]) * _KINDS + events.kind[q]) * 3 + events.side[q] + 1
+
+
+@jit
+def _zeno_record(state, t, first_event, events):
+    """Stage 6a: record this event instant (key of its first event, the row of that event's neuron, the whole state
+    and the energy dissipated so far) in the Zeno memory."""
+    zeno, P = state.zeno, state.P
+    memory = zeno.memory
+    zeno_record(memory, t, _zeno_key(events, first_event, P.shape[0]), P[events.neuron[first_event]])
+    count = memory.count[0]
+    zeno.whole[ring_index(count, 0, zeno.whole.shape[0])] = P
+    zeno.energy[ring_index(count, 0, len(zeno.energy))] = zeno.dissipated[0]
+
+
+@jit
+def _zeno_extrapolate(zeno, cycle, ratio, rho, in_cycle, P):
+    """The state at the accumulation point: each row moved by its change over the last cycle times
+    ``rho / (1 - rho)`` for the neurons of the cycle (their contraction per cycle) and ``ratio / (1 - ratio)`` for
+    the others (the time ratio per cycle: a smooth motion changes in proportion to the time). Returns the dissipated
+    energy of the tail: Aitken's extrapolation of the energies one cycle apart, or the last cycle's energy times
+    ``ratio / (1 - ratio)`` where the energies do not contract geometrically."""
+    count = zeno.memory.count[0]
+    R, M = zeno.whole.shape[0], len(zeno.energy)
+    last, before = zeno.whole[ring_index(count, 0, R)], zeno.whole[ring_index(count, cycle, R)]
+    m, w = P.shape
+    for j in range(m):
+        factor = rho / (1.0 - rho) if in_cycle[j] else ratio / (1.0 - ratio)
+        for q in range(w):
+            P[j, q] = last[j, q] + (last[j, q] - before[j, q]) * factor
+    e0 = zeno.energy[ring_index(count, 0, M)]
+    e1 = zeno.energy[ring_index(count, cycle, M)]
+    limit, _ = aitken(e0, e1, zeno.energy[ring_index(count, 2 * cycle, M)])
+    return limit - e0 if math.isfinite(limit) else (e0 - e1) * ratio / (1.0 - ratio)
+
+
+@jit
+def _zeno_snap(net, state, ws, cycle, in_cycle):
+    """At a Zeno limit: the surfaces each neuron of the cycle sits on, to ``ZENO_SNAP`` times the last cycle's
+    change of its ``(w_j, b_j)``, are marked in ``ws.hit`` and made free, and every neuron is projected onto its held
+    and marked surfaces (:func:`_project_onto_surfaces`), so that :func:`_resolve` classifies the marked ones
+    afresh."""
+    Xa, bias, P, mode, drop = net.Xa, net.bias, state.P, state.mode, state.drop
+    zeno = state.zeno
+    n, da = Xa.shape
+    count = zeno.memory.count[0]
+    R = zeno.whole.shape[0]
+    last, before = zeno.whole[ring_index(count, 0, R)], zeno.whole[ring_index(count, cycle, R)]
+    ws.hit[:, :] = False
+    for j in range(P.shape[0]):
+        if not in_cycle[j]:
+            continue
+        amplitude = 0.0
+        for q in range(da):
+            amplitude += (last[j, q] - before[j, q]) ** 2
+        amplitude = math.sqrt(amplitude)
+        for i in range(n):
+            if mode[i, j] == MODE_VOID:
+                continue
+            z, size = 0.0, 0.0
+            for q in range(da):
+                z += _normal_entry(Xa, bias, i, q) * P[j, q]
+                size += abs(_normal_entry(Xa, bias, i, q))
+            if abs(z) <= ZENO_SNAP * size * amplitude:
+                ws.hit[i, j] = True
+                mode[i, j] = MODE_HELD
+    samples, neurons, pinv, _, _ = build_constraints(Xa, bias, mode, ws.cons_offset)
+    _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
+    for i in range(n):
+        for j in range(P.shape[0]):
+            if ws.hit[i, j]:
+                mode[i, j] = MODE_FREE
+                drop[i, j] = DROP_NONE
+
+
+@jit
+def _bridge_step(net, method, state, t, h, energy, before, n_steps, steps):
+    """Record the tail of a Zeno point as one step: from the state ``before`` at ``t``, linear to the limit
+    ``state.P`` at ``t + h`` (the dense output between the two), with the tail's dissipated ``energy``."""
+    P = state.P
+    n, m = state.active.shape
+    steps.t[n_steps] = t
+    steps.h[n_steps] = h
+    steps.C[n_steps] = 0.0
+    steps.C[n_steps, 0] = before
+    if steps.C.shape[1] > 1:
+        for j in range(m):
+            for q in range(P.shape[1]):
+                steps.C[n_steps, 1, j, q] = (P[j, q] - before[j, q]) / h
+    steps.loss[n_steps] = loss_at(net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias, net.train_outer,
+                                  net.decay, before, np.empty((n, m)), np.empty((n, m)), method.log_clock)
+    steps.energy[n_steps] = energy
+
+
+@jit
+def _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, steps, n_steps, room):
+    """Stage 6: record this event instant (:func:`_zeno_record`) and, when the last instants accumulate
+    (:func:`.zeno.zeno_check`) before ``t_end`` and there is ``room`` for one more step, pass the accumulation point:
+    the state jumps to the extrapolated limit (:func:`_zeno_extrapolate`; the tail is logged as one linear step,
+    :func:`_bridge_step`), a ``zeno`` event is logged (neuron and sample of the cycle's first event, multiplier: the
+    time ratio per cycle), the memory is cleared, and the surfaces the neurons of the cycle sit on are snapped onto
+    (:func:`_zeno_snap`) and classified afresh (:func:`_resolve`). Returns ``(status, t, n_ev, n_steps)``."""
+    _zeno_record(state, t, first_event, events)
+    n, m = state.active.shape
+    if not (room and len(events.t) - n_ev > n * m + 1):
+        return status.RUNNING, t, n_ev, n_steps
+    cycle, t_acc, _, ratio, rho = zeno_check(state.zeno.memory)
+    if not (cycle > 0 and t_end >= t_acc > t):
+        return status.RUNNING, t, n_ev, n_steps
+    memory = state.zeno.memory
+    in_cycle = np.zeros(m, np.bool_)
+    for back in range(cycle):
+        in_cycle[(memory.keys[ring_index(memory.count[0], back, len(memory.keys))] // (3 * _KINDS)) % m] = True
+    before = state.P.copy()
+    energy = _zeno_extrapolate(state.zeno, cycle, ratio, rho, in_cycle, state.P)
+    _zeno_snap(net, state, ws, cycle, in_cycle)
+    _bridge_step(net, method, state, t, t_acc - t, energy, before, n_steps, steps)
+    state.zeno.dissipated[0] += energy
+    n_ev = _log(events, n_ev, t_acc, EVENT_ZENO, events.neuron[first_event], events.sample[first_event], 0, ratio)
+    memory.count[0] = 0
+    slopes_from_state(state.active, state.mode, net.leak, ws.S)
+    code, n_ev = _resolve(net, method, state, ws.S, ws.hit, ws.forced, t_acc, events, n_ev)
+    return code, t_acc, n_ev, n_steps + 1
+
+
+@jit
 def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, events):
     """Integrate from ``state.clock[0]`` for at most ``max_steps`` steps, ``max_events`` events, or until ``t_end``.
 
@@ -1346,7 +1479,9 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     4. the earliest root of every switching and exit polynomial ends the step (:func:`_locate_events`);
     5. the step is recorded (:func:`_record_step`) and taken (:func:`_advance`), and the surfaces reached at its
        end are classified (:func:`_classify_reached`); the order controller picks the next step's Taylor order
-       (:func:`_next_order`: low after a step an event ended, climbing towards the tolerance's otherwise).
+       (:func:`_next_order`: low after a step an event ended, climbing towards the tolerance's otherwise);
+    6. an event instant goes to the Zeno detector, which passes an accumulation of instants to its limit
+       (:func:`_zeno_jump`; the tail is one more step).
 
     Parameters
     ----------
@@ -1382,6 +1517,8 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         ``C[n_steps, 0]`` receives the state reached.
     events : :class:`.bundles.EventLog`
         The event log.
+
+    ``state.zeno`` carries the Zeno detector's memory from chunk to chunk.
 
     Returns
     -------
@@ -1470,12 +1607,20 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         if not _advance(net, state, ws, held, h, K):
             code = status.NONFINITE
             break
+        state.zeno.dissipated[0] += steps.energy[n_steps]
         n_steps += 1
         t = t_end if final else t + h
+        first_event = n_ev
         code, n_ev = _classify_reached(net, step, state, ws, held, h, span, found, t, events, n_ev)
         if code != status.RUNNING:
             break
         K = _next_order(ws.series.C, K, top, h, size, method.tol, found)
+        # 6. an event instant goes to the Zeno detector, which passes an accumulation of them
+        if n_ev > first_event:
+            code, t, n_ev, n_steps = _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, steps,
+                                                n_steps, n_steps < max_steps)
+            if code != status.RUNNING:
+                break
     clock[0] = t
     state.order[0] = K
     steps.t[n_steps] = t

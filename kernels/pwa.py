@@ -15,19 +15,12 @@ state stays on a repelling surface with its equivalent control, the regular solu
 configurations holding a repelling surface are skipped and the largest ``|x'|`` is taken (the faster side; equal
 speeds go to the first side enumerated, ``sigma_k = -1``).
 
-Zeno: each event instant is recorded (time, ``(surface, side)`` key, state) in a memory of :data:`ZENO_MEMORY`
-instants. When the keys of the last ``3 p + 1`` instants repeat with a period ``p <= ZENO_MAX_CYCLE``, the times
-``S_j`` one cycle apart (``S_0`` the latest) are extrapolated by Aitken's delta-squared process,
-``A_n = S_0 + D_1 r / (1 - r)`` with ``D_1 = S_0 - S_1``, ``r = D_1 / D_2``; the same estimate one cycle earlier,
-``A_{n-1}``, gives the error estimate ``|A_n - A_{n-1}|``. The accumulation time is accepted when that estimate
-is below ``ZENO_TIME_TOL |A_n| max(1, (1 - r)^-2)`` (rounding of the event times; the factor is Aitken's
-amplification of it), or when the whole remaining tail ``D_1 r / (1 - r)`` is; and the states one cycle apart
-contract towards a limit. A constant ratio (homogeneous fields: twisting, spirals through a point) is accepted as
-soon as three cycles are seen; a converging ratio (a linear part that vanishes at the limit, e.g. twisting on a
-spring plant) after a few more, once the extrapolation has converged to rounding. Then a ``zeno`` event is logged
-(control: the time ratio per cycle; error: the estimate; cycle: ``p``), the state jumps to the limit (Aitken's
-extrapolation of the states one cycle apart), the surfaces it sits on (to a small fraction of the last cycle's
-amplitude) are snapped onto and classified afresh, and the integration continues from there.
+Zeno: each event instant is recorded (time, ``(surface, side)`` key, state) by the shared detector of
+:mod:`.zeno`, which recognises cycles of up to :data:`~.zeno.ZENO_MAX_CYCLE` instants whose times and states
+contract and extrapolates the accumulation time. Then a ``zeno`` event is logged (control: the time ratio per
+cycle; error: the estimate; cycle: ``p``), the state jumps to the limit (Aitken's extrapolation of the states one
+cycle apart), the surfaces it sits on (to a small fraction of the last cycle's amplitude) are snapped onto and
+classified afresh, and the integration continues from there.
 """
 
 import math
@@ -41,16 +34,9 @@ from .constants import (EVENT_CROSS, EVENT_SLIDE_END, EVENT_SLIDE_START, EVENT_S
                         TIE_LEAVE)
 from .roots import STACK, earliest_root, excluded
 from .stepping import budget_spent, taylor_step
-from .tolerances import ON_SURFACE as _ON_SURFACE, RCOND, SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP, ZENO_TIME
+from .tolerances import ON_SURFACE as _ON_SURFACE, RCOND, SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP
+from .zeno import ZENO_MAX_CYCLE, ZENO_MEMORY, ZenoMemory, ring_index, zeno_check, zeno_record  # noqa: F401
 
-#: longest cycle of events (instants) the Zeno detector recognises
-ZENO_MAX_CYCLE = 16
-#: event instants kept for the Zeno detector: enough for ``3 p + 1`` instants of the longest cycle
-ZENO_MEMORY = 3 * ZENO_MAX_CYCLE + 1
-#: relative rounding level of an extrapolated accumulation time (times ``max(1, (1 - r)^-2)``)
-ZENO_TIME_TOL = ZENO_TIME
-#: largest time ratio per cycle taken for a geometric accumulation
-ZENO_MAX_RATIO = 0.99
 #: a step never lets a Taylor term ``|x^[p]| h^p`` exceed this times ``max(1, |x|)``, nor ``1e307`` (a polynomial
 #: solution has ``h = inf`` from the step-size rule; its root searches scale the coefficients by ``h^p``)
 _HUGE = 1e300
@@ -306,77 +292,6 @@ def _surface_values(normals, offsets, X, order, G):
 
 
 @jit
-def _aitken(s0, s1, s2):
-    """Aitken's delta-squared limit of the partial sums ``s2, s1, s0`` (``s0`` the latest) and the ratio
-    ``r = (s0 - s1) / (s1 - s2)``; ``(nan, r)`` unless ``0 < r < ZENO_MAX_RATIO``."""
-    ratio = (s0 - s1) / (s1 - s2)
-    if not (0.0 < ratio < ZENO_MAX_RATIO):
-        return math.nan, ratio
-    return s0 + (s0 - s1) * ratio / (1.0 - ratio), ratio
-
-
-@jit
-def _periodic(keys, count, p):
-    """Whether the keys of the last ``3 p + 1`` recorded instants repeat with period ``p``."""
-    if count < 3 * p + 1:
-        return False
-    for q in range(count - 2 * p - 1, count):
-        if keys[q] != keys[q - p]:
-            return False
-    return True
-
-
-@jit
-def _zeno_check(times, keys, states, count):
-    """Detect an accumulation of events (see the module doc).
-
-    Returns ``(p, t_acc, error, ratio, rho)``: the cycle length ``p`` (0 when none is found), the extrapolated
-    accumulation time, its error estimate, the time ratio per cycle and the contraction ``rho`` of the states one
-    cycle apart (``x_n - x* = rho (x_{n-p} - x*)``). The shortest cycle accepted is returned.
-    """
-    last = count - 1
-    for p in range(1, ZENO_MAX_CYCLE + 1):
-        if not _periodic(keys, count, p):
-            continue
-        s0, s1, s2, s3 = times[last], times[last - p], times[last - 2 * p], times[last - 3 * p]
-        if not (s0 > s1 > s2 > s3):
-            continue
-        t_acc, ratio = _aitken(s0, s1, s2)
-        before, _ = _aitken(s1, s2, s3)
-        if not (math.isfinite(t_acc) and math.isfinite(before)):
-            continue
-        error = abs(t_acc - before)
-        tail = t_acc - s0
-        tol = ZENO_TIME_TOL * abs(t_acc) * max(1.0, 1.0 / (1.0 - ratio) ** 2)
-        if not (error <= tol or tail <= tol):
-            continue
-        d1 = states[last] - states[last - p]
-        d0 = states[last - p] - states[last - 2 * p]
-        size = np.dot(d0, d0)
-        if not size > 0.0:
-            continue
-        rho = np.dot(d1, d0) / size
-        if 0.0 <= rho < 1.0:
-            return p, t_acc, min(error, tail), ratio, rho
-    return 0, 0.0, 0.0, 0.0, 0.0
-
-
-@jit
-def _zeno_record(t, key, x, times, keys, states, count):
-    """Append an event instant to the Zeno detector's memory (dropping the oldest when full); returns the fill."""
-    if count == len(times):
-        for q in range(count - 1):
-            times[q] = times[q + 1]
-            keys[q] = keys[q + 1]
-            states[q] = states[q + 1]
-        count -= 1
-    times[count] = t
-    keys[count] = key
-    states[count] = x
-    return count + 1
-
-
-@jit
 def _zeno_snap(normals, offsets, x, sigma, held, snapped, amplitude):
     """At a Zeno limit: release every surface, then snap onto (project on) the surfaces ``x`` sits on to a small
     fraction of the last cycle's ``amplitude``, which the next iteration classifies afresh."""
@@ -452,16 +367,6 @@ class SwitchState(NamedTuple):
     clock: np.ndarray
     drop: np.ndarray
     snapped: np.ndarray
-
-
-class ZenoMemory(NamedTuple):
-    """The Zeno detector's memory of :data:`ZENO_MEMORY` event instants (``times``, ``keys``, ``states``) and its
-    fill ``count[0]``."""
-
-    times: np.ndarray
-    keys: np.ndarray
-    states: np.ndarray
-    count: np.ndarray
 
 
 class SwitchSteps(NamedTuple):
@@ -664,16 +569,16 @@ def _switch_reached(state, ws, held_idx, order, h):
 @jit
 def _zeno_jump(system, state, zeno, t, t_end, first_event, events, n_ev):
     """Stage 7: record this event instant in the Zeno detector's memory (key: the first surface logged and its
-    side) and, when the last instants accumulate (:func:`_zeno_check`) before ``t_end``, log a ``zeno`` event, jump
+    side) and, when the last instants accumulate (:func:`.zeno.zeno_check`) before ``t_end``, log a ``zeno`` event, jump
     to the extrapolated limit and snap onto the surfaces it sits on (:func:`_zeno_snap`). Returns ``(t, n_ev)``."""
     ev_t, ev_kind, ev_surface, ev_side, ev_mult, ev_error, ev_cycle = events
     key = 3 * ev_surface[first_event] + ev_side[first_event] + 1
-    count = _zeno_record(t, key, state.x, zeno.times, zeno.keys, zeno.states, zeno.count[0])
-    zeno.count[0] = count
-    cycle, t_acc, error, ratio, rho = _zeno_check(zeno.times, zeno.keys, zeno.states, count)
+    zeno_record(zeno, t, key, state.x)
+    cycle, t_acc, error, ratio, rho = zeno_check(zeno)
     if not (cycle > 0 and t_acc <= t_end):
         return t, n_ev
-    d1 = zeno.states[count - 1] - zeno.states[count - 1 - cycle]
+    count = zeno.count[0]
+    d1 = zeno.states[ring_index(count, 0, ZENO_MEMORY)] - zeno.states[ring_index(count, cycle, ZENO_MEMORY)]
     state.x[:] += d1 * rho / (1.0 - rho)
     ev_t[n_ev] = t_acc
     ev_kind[n_ev] = EVENT_ZENO

@@ -43,7 +43,7 @@ box_gradient  | 1e-14   | 7/8  | a box least-squares gradient this small relativ
 box_converged | 1e-15   | 1    | the coordinate descent of a box least-squares problem has converged when no slope moves more
 box_margin    | 1e-9    | 9/16 | a slope this close to its bound (relative to the box) counts as at the bound when polishing
 linear_clear  | 1e-14   | 7/8  | rounding margin of g0 + g1 bound when a polynomial's linear part proves it has no root
-zeno_time     | 32 eps  | 1    | relative rounding level of an extrapolated Zeno accumulation time (switched affine systems)
+zeno_time     | 32 eps  | 1    | relative rounding level of an extrapolated Zeno accumulation time
 zeno_snap     | 1e-6    | 3/8  | a surface this close to a Zeno limit, relative to the last cycle's amplitude, is snapped onto
 """
 

@@ -20,6 +20,7 @@ from flowlib.kernels import driver as kdriver
 from flowlib.kernels import events as kevents
 from flowlib.kernels import pwa as kpwa
 from flowlib.kernels import tolerances as ktol
+from flowlib.kernels import zeno as kzeno
 from flowlib.mp import events as mpevents
 from flowlib.mp import linalg as mplinalg
 from flowlib.mp.tolerances import tolerance
@@ -69,7 +70,7 @@ def test_float64_kernels_compile_in_the_table():
     assert kevents.RCOND == kdriver.RCOND == kpwa.RCOND == 1e-12
     assert kevents.HOLD_SLACK == 1.3e-6
     assert kdriver.EXIT_SIDE == 1e-8
-    assert kpwa.ZENO_TIME_TOL == 32 * ktol.EPS64
+    assert kzeno.ZENO_TIME_TOL == 32 * ktol.EPS64
     assert kdriver._RADIUS_FACTOR == 1.0 + 1e-12
 
 

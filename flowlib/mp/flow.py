@@ -7,7 +7,8 @@ surface's multiplier exit polynomials (:mod:`.roots`), and held neurons are proj
 after each step. :meth:`_Integrator.step` is the kernel's loop body and its methods are the kernel's stages under
 the same names (``_surfaces_reached``, ``_resolve``, ``_coasting``, ``_coast``, ``_held_series``,
 ``_held_surfaces``, ``_step_size``, ``_noise_bands``, ``_releases_due``, ``_released_backwards``, ``_release``,
-``_locate_events``, ``_record_step``, ``_advance``, ``_classify_reached``); the kernel's ``Workspace`` is the
+``_locate_events``, ``_record_step``, ``_advance``, ``_classify_reached``, ``_zeno_jump``); the kernel's
+``Workspace`` is the
 engine's attributes (``C``, ``Z``, ``G``, ``Zt``) and its ``Held`` the :class:`Held` record. Where the kernel
 returns a status code the engine raises :class:`_Stop` with the same code. The tolerances are those of the one
 table both backends read (:mod:`flowlib.kernels.tolerances`), evaluated at the working epsilon
@@ -26,9 +27,9 @@ from dataclasses import dataclass, field
 from mpmath import mp, mpf
 
 from flowlib.kernels import status as kstatus
-from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, LOWEST_ORDER, NOISE_BAND, \
-    ORDER_CLIMB, ORDER_MARGIN, STEP_SAFETY_EXPONENT
-from flowlib.mp import events as mpevents, linalg
+from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, EVENT_ZENO, LOWEST_ORDER, \
+    NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN, STEP_SAFETY_EXPONENT
+from flowlib.mp import events as mpevents, linalg, zeno
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
 from flowlib.mp.tolerances import tolerance
@@ -39,6 +40,7 @@ from flowlib.running import StepInterrupted, progress_bar, sigint_flag
 from flowlib.statuses import Status, at_time, flow_stop
 
 FREE, HELD, VOID = 0, 1, 2
+_KINDS = EVENT_ZENO + 1  # event kinds, for the Zeno detector's keys
 DROP_NONE, DROP_CROSSED, DROP_RELEASED = 0, 1, 2
 
 
@@ -88,6 +90,9 @@ class _Integrator:
         self.converged_at = None
         self.step_inclusion = mpf(0)
         self.reheld = set()  # surfaces re-classified at this instant after a release to the wrong side
+        self.zeno = zeno.memory()  # the Zeno detector's last event instants (kernel ``NetworkZeno``)
+        self.dissipated = mpf(0)  # int |theta'|^2 since the start
+        self.pending = None  # an accumulation point found at the last event instant, passed by the next step
         # the step's Taylor coefficients of the state, pre-activations and residual weights (:meth:`_held_series`),
         # and the switching polynomials examined (:meth:`_locate_events`): the kernel's workspace
         self.C = self.Z = self.G = self.F = None
@@ -125,12 +130,15 @@ class _Integrator:
         :meth:`restore`."""
         return ([list(row) for row in self.P], self.t, [list(row) for row in self.active],
                 [list(row) for row in self.mode], [list(row) for row in self.drop], len(self.events), set(self.reheld),
-                self.K)
+                self.K, list(self.zeno), self.dissipated, self.pending)
 
     def restore(self, saved: tuple) -> None:
         """Undo an unfinished step (Ctrl-C inside it): back to the :meth:`snapshot` taken before it."""
-        P, self.t, self.active, self.mode, self.drop, n_events, self.reheld, self.K = saved
+        P, self.t, self.active, self.mode, self.drop, n_events, self.reheld, self.K, instants, self.dissipated, \
+            self.pending = saved
         self.P = P
+        self.zeno = zeno.memory()
+        self.zeno.extend(instants)
         del self.events[n_events:]
 
     def log(self, kind, j, i, side, mult):
@@ -243,7 +251,12 @@ class _Integrator:
     def step(self, t_end, max_releases):
         """One step (or the releases at this instant, then one step): the kernel's loop body, stage for stage.
         Returns the step's record ``(t, h, C, loss, energy)``; raises :class:`_Stop` with the kernel's code where
-        the kernel's loop ends with it, and ``NO_PROGRESS`` after ``max_releases`` releases at one instant."""
+        the kernel's loop ends with it, and ``NO_PROGRESS`` after ``max_releases`` releases at one instant. An
+        accumulation point that the last event instant completed (stage 6) is passed by the next call, whose
+        record is its tail (the kernel takes both in one pass)."""
+        if self.pending is not None and self.pending.t <= t_end:
+            return self._zeno_jump()
+        self.pending = None
         stalls = 0
         while True:
             # 1. free surfaces reached: events now
@@ -277,9 +290,14 @@ class _Integrator:
             # 5. record, advance (with drift correction), classify the surfaces reached at the step's end
             record = self._record_step(h)
             self._advance(held, h)
+            self.dissipated += record[4]
             self.t = t_end if final else self.t + h
+            first = len(self.events)
             self._classify_reached(held, h, span, found)
             self.K = self._next_order(h, size, found)
+            # 6. an event instant goes to the Zeno detector; an accumulation it completes is passed next
+            if len(self.events) > first:
+                self.pending = self._zeno_record(first, t_end)
             return record
 
     def _next_order(self, h, size, found):
@@ -627,6 +645,70 @@ class _Integrator:
         self.converged_at = self.t
         self.t = t_end
         return record
+
+    # ----- Zeno points ---------------------------------------------------------------------------------------
+    def _zeno_record(self, first, t_end):
+        """Stage 6a (kernel ``_zeno_record``): record this event instant (key of its first event, the row of that
+        event's neuron, the state, the energy so far); the accumulation it completes before ``t_end``
+        (:func:`flowlib.mp.zeno.zeno_check`), or ``None``."""
+        _, kind, j, i, side, _ = self.events[first]
+        key = ((i * len(self.P) + j) * _KINDS + kind) * 3 + side + 1
+        self.zeno.append(zeno.Instant(self.t, key, list(self.P[j]), [list(row) for row in self.P], self.dissipated))
+        found = zeno.zeno_check(self.zeno)
+        return found if found is not None and self.t < found.t <= t_end else None
+
+    def _zeno_jump(self):
+        """Stage 6 (kernel ``_zeno_jump``): pass the accumulation point :meth:`_zeno_record` found. The state
+        jumps to the extrapolated limit (rows of the cycle's neurons by their contraction ``rho``, the others by
+        the time ratio), a ``zeno`` event is logged, the memory is cleared, and the surfaces the cycle's neurons
+        sit on are snapped onto (:meth:`_zeno_snap`) and classified afresh. Returns the tail's record: one linear
+        step from the last instant to the limit, with Aitken's extrapolation of the dissipated energy."""
+        found, self.pending = self.pending, None
+        p, ratio, rho, m = found.cycle, found.ratio, found.rho, len(self.P)
+        last, previous = self.zeno[-1], self.zeno[-1 - p]
+        in_cycle = {self.zeno[-1 - back].key // (3 * _KINDS) % m for back in range(p)}
+        before = [list(row) for row in self.P]
+        self.P = [[a + (a - b) * (rho / (1 - rho) if j in in_cycle else ratio / (1 - ratio))
+                   for a, b in zip(last.whole[j], previous.whole[j])] for j in range(m)]
+        limit, _ = zeno.aitken(last.energy, previous.energy, self.zeno[-1 - 2 * p].energy)
+        energy = limit - last.energy if limit is not None else (last.energy - previous.energy) * ratio / (1 - ratio)
+        hit = self._zeno_snap(in_cycle, last, previous)
+        h = found.t - self.t
+        width = len(before[0])
+        C = [before, [[(a - b) / h for a, b in zip(after, start)] for after, start in zip(self.P, before)]]
+        C += [[[mpf(0)] * width for _ in range(m)] for _ in range(self.top - 1)]
+        Z = preactivations(self.data, before)
+        pattern = slopes(self.data, [[z > 0 for z in row] for row in Z], [[False] * m for _ in Z])
+        loss = loss_value(self.data, before, pattern)
+        record = (self.t, h, C, mp.log(loss) if self.log_clock else loss, energy)
+        self.dissipated += energy
+        self.t = found.t
+        cell = last.key // (3 * _KINDS)
+        self.log(EVENT_ZENO, cell % m, cell // m, 0, ratio)
+        self.zeno.clear()
+        self._resolve(hit, {})
+        return record
+
+    def _zeno_snap(self, in_cycle, last, previous):
+        """The surfaces each neuron of the cycle sits on, to ``zeno_snap`` times the last cycle's change of its
+        ``(w_j, b_j)``, made free and returned; every neuron projected onto its held and those surfaces (kernel
+        ``_zeno_snap``)."""
+        data, da = self.data, self.data.da
+        hit = set()
+        for j in sorted(in_cycle):
+            amplitude = mp.sqrt(mp.fsum((a - b) ** 2 for a, b in zip(last.whole[j][:da], previous.whole[j][:da])))
+            for i in range(data.n):
+                if self.mode[i][j] == VOID:
+                    continue
+                z = mp.fdot(data.normals[i], self.P[j][:da])
+                if abs(z) <= tolerance("zeno_snap") * mp.fsum(abs(x) for x in data.normals[i]) * amplitude:
+                    hit.add((i, j))
+                    self.mode[i][j] = HELD
+        self._project_onto_surfaces(self._constraints()[0])
+        for i, j in hit:
+            self.mode[i][j] = FREE
+            self.drop[i][j] = DROP_NONE
+        return hit
 
     def _project_onto_surfaces(self, per_neuron):
         """Drift correction: put each held neuron back on the intersection of its held surfaces."""
