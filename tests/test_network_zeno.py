@@ -171,3 +171,20 @@ def test_the_mpmath_engine_takes_the_same_jump():
         assert kinds == [(events.kind[q], events.neuron[q], events.sample[q], events.side[q])
                          for q in range(INSTANTS, n_ev)]
         assert len(engine.zeno) == 0 and abs(engine.dissipated - E_STAR) <= 8 * eps
+
+
+def test_the_ring_memory_keeps_the_latest_instants_past_its_length():
+    """Instants recorded past the ring's length overwrite the oldest: the period is read from the latest."""
+    memory = kzeno.zeno_memory(1)
+    for k in range(kzeno.ZENO_MEMORY + 12):
+        kzeno.zeno_record(memory, float(k), k % 3, np.array([float(k)]))
+    count = memory.count[0]
+    assert count == kzeno.ZENO_MEMORY + 12
+    assert memory.times[kzeno.ring_index(count, 0, kzeno.ZENO_MEMORY)] == count - 1
+    assert kzeno.periodic(memory.keys, count, 3) and not kzeno.periodic(memory.keys, count, 2)
+    assert kzeno.periodic(memory.keys, count, 6)  # a multiple of the period repeats too
+    # the oldest instant a period of 3 reads is 9 back; changing it breaks the period, changing the 10th does not
+    memory.keys[kzeno.ring_index(count, 10, kzeno.ZENO_MEMORY)] = 7
+    assert kzeno.periodic(memory.keys, count, 3)
+    memory.keys[kzeno.ring_index(count, 9, kzeno.ZENO_MEMORY)] = 7
+    assert not kzeno.periodic(memory.keys, count, 3)
