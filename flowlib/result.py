@@ -56,13 +56,15 @@ class Event:
     kind : str
         ``"cross"``, ``"slide_start"``, ``"slide_end"``, ``"stick"``, ``"tie"`` or ``"zeno"``.
     neuron, sample : int
-        The switching surface ``<w_neuron, x_sample> + b_neuron = 0``.
+        The switching surface ``<w_neuron, x_sample> + b_neuron = 0`` (for ``zeno``: that of the first event of
+        the accumulating cycle's last instant).
     side : int
         The side entered: +1 the active side (``z > 0``), -1 the inactive one, 0 when the state stays on the
-        surface (``slide_start``, ``stick``, and ``tie`` with the default policy).
+        surface (``slide_start``, ``stick``, and ``tie`` with the default policy) and for ``zeno``.
     multiplier : float
         The slope ``s`` in ``[leak, 1]`` the minimal-norm velocity uses on this surface (the Filippov multiplier)
-        for ``slide_start``, ``slide_end``, ``stick`` and ``tie``; NaN for ``cross``.
+        for ``slide_start``, ``slide_end``, ``stick`` and ``tie``; NaN for ``cross``; for ``zeno`` (an
+        accumulation of events passed to its limit, docs/design.md, *Zeno points*) the time ratio per cycle.
     """
 
     t: float
