@@ -136,6 +136,29 @@ def test_a_geometric_accumulation_is_passed_to_its_limit():
     assert steps.loss[0] == pytest.approx(reference_loss(P6), rel=1e-14)
 
 
+def kernel_continue(state, t, t_end):
+    """Integrate the kernel's ``state`` from the limit ``t`` to ``t_end``; returns the status and the step log."""
+    order = order_for(RTOL)
+    net, method = flow.kernel_setup(problem(), order, RTOL, "filippov", 0.0, "stay", False)
+    m, w = P_STAR.shape
+    state.clock[:] = (t, math.nan, 0.0)
+    steps, events = bundles.step_log(500, order, m, w, False), bundles.event_log(500 + 3 * 3 * m)
+    code, n_steps, _ = driver.integrate_chunk(net, method, state, t_end, 500, 500, steps, events)
+    return code, steps.energy[:n_steps]
+
+
+def test_the_integration_continues_from_the_limit():
+    """After the jump the engine's state (modes, sides, the marks of surfaces just classified) is one it
+    integrates from: to t = 3 with ``success``, its velocity in the Filippov set and the energy identity held."""
+    _, t, _, _, state, _, _ = kernel_run()
+    start = reference_loss(state.P)
+    code, energies = kernel_continue(state, t, 3.0)
+    assert code == status.SUCCESS and state.clock[0] == 3.0 and np.all(np.isfinite(state.P))
+    assert state.clock[2] <= 1e-12  # the largest inclusion residual of the steps
+    dissipated = energies.sum()
+    assert abs(start - reference_loss(state.P) - dissipated) <= 1e-10 * max(start, dissipated)
+
+
 @pytest.mark.parametrize("case", [dict(ratio=0.995), dict(broken=True), dict(grow=True), dict(t_end=1.999)])
 def test_what_is_not_an_accumulation_is_left_alone(case):
     """A ratio of 0.99 or more, a cycle broken once, states moving away, a limit beyond ``t_end``: no jump."""
@@ -171,6 +194,12 @@ def test_the_mpmath_engine_takes_the_same_jump():
         assert kinds == [(events.kind[q], events.neuron[q], events.sample[q], events.side[q])
                          for q in range(INSTANTS, n_ev)]
         assert len(engine.zeno) == 0 and abs(engine.dissipated - E_STAR) <= 8 * eps
+        # and both continue from the limit alike
+        while engine.t < 3:
+            engine.step(mpf(3), 10)
+        kernel_continue(state, t, 3.0)
+        np.testing.assert_allclose(np.array(engine.P, dtype=float), state.P, rtol=0, atol=1e-13)
+        assert engine.mode == state.mode.tolist()
 
 
 def test_the_ring_memory_keeps_the_latest_instants_past_its_length():
