@@ -1435,7 +1435,7 @@ def _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, step
     """Stage 6: record this event instant (:func:`_zeno_record`) and, when the last instants accumulate
     (:func:`.zeno.zeno_check`) before ``t_end`` and there is ``room`` for one more step, pass the accumulation point:
     the state jumps to the extrapolated limit (:func:`_zeno_extrapolate`; the tail is logged as one linear step,
-    :func:`_bridge_step`), a ``zeno`` event is logged (neuron and sample of the cycle's first event, multiplier: the
+    :func:`_bridge_step`), a ``zeno`` event is logged (neuron and sample of this instant's first event, multiplier: the
     time ratio per cycle), the memory is cleared, and the surfaces the neurons of the cycle sit on are snapped onto
     (:func:`_zeno_snap`) and classified afresh (:func:`_resolve`). Returns ``(status, t, n_ev, n_steps)``."""
     _zeno_record(state, t, first_event, events)
