@@ -8,10 +8,9 @@ after each step. :meth:`_Integrator.step` is the kernel's loop body and its meth
 the same names (``_surfaces_reached``, ``_resolve``, ``_coasting``, ``_coast``, ``_held_series``,
 ``_held_surfaces``, ``_step_size``, ``_noise_bands``, ``_releases_due``, ``_released_backwards``, ``_release``,
 ``_locate_events``, ``_record_step``, ``_advance``, ``_classify_reached``, ``_zeno_jump``); the kernel's
-``Workspace`` is the
-engine's attributes (``C``, ``Z``, ``G``, ``Zt``) and its ``Held`` the :class:`Held` record. Where the kernel
-returns a status code the engine raises :class:`_Stop` with the same code. The tolerances are those of the one
-table both backends read (:mod:`flowlib.kernels.tolerances`), evaluated at the working epsilon
+``Workspace`` is the engine's attributes (``C``, ``Z``, ``G``, ``Zt``) and its ``Held`` the :class:`Held` record.
+Where the kernel returns a status code the engine raises :class:`_Stop` with the same code. The tolerances are
+those of the one table both backends read (:mod:`flowlib.kernels.tolerances`), evaluated at the working epsilon
 (:mod:`.tolerances`).
 
 Everything runs inside ``mp.workdps(dps)`` (global precision is never touched). Data and initial state are
