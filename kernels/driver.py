@@ -1352,15 +1352,15 @@ def _zeno_record(state, t, first_event, events):
 
 
 @jit
-def _zeno_extrapolate(zeno, cycle, ratio, rho, in_cycle, P):
+def _zeno_extrapolate(zeno, cycle, ratio, rho, in_cycle, last, before, P):
     """The state at the accumulation point: each row moved by its change over the last cycle times
     ``rho / (1 - rho)`` for the neurons of the cycle (their contraction per cycle) and ``ratio / (1 - ratio)`` for
     the others (the time ratio per cycle: a smooth motion changes in proportion to the time). Returns the dissipated
     energy of the tail: Aitken's extrapolation of the energies one cycle apart, or the last cycle's energy times
-    ``ratio / (1 - ratio)`` where the energies do not contract geometrically."""
+    ``ratio / (1 - ratio)`` where the energies do not contract geometrically. ``last`` and ``before`` are the whole
+    states at the latest instant and one cycle earlier."""
     count = zeno.memory.count[0]
-    R, M = zeno.whole.shape[0], len(zeno.energy)
-    last, before = zeno.whole[ring_index(count, 0, R)], zeno.whole[ring_index(count, cycle, R)]
+    M = len(zeno.energy)
     m, w = P.shape
     for j in range(m):
         factor = rho / (1.0 - rho) if in_cycle[j] else ratio / (1.0 - ratio)
@@ -1373,17 +1373,13 @@ def _zeno_extrapolate(zeno, cycle, ratio, rho, in_cycle, P):
 
 
 @jit
-def _zeno_snap(net, state, ws, cycle, in_cycle):
+def _zeno_snap(net, state, ws, in_cycle, last, before):
     """At a Zeno limit: the surfaces each neuron of the cycle sits on, to ``ZENO_SNAP`` times the last cycle's
     change of its ``(w_j, b_j)``, are marked in ``ws.hit`` and made free, and every neuron is projected onto its held
     and marked surfaces (:func:`_project_onto_surfaces`), so that :func:`_resolve` classifies the marked ones
-    afresh."""
+    afresh. ``last`` and ``before`` are the whole states at the latest instant and one cycle earlier."""
     Xa, bias, P, mode, drop = net.Xa, net.bias, state.P, state.mode, state.drop
-    zeno = state.zeno
     n, da = Xa.shape
-    count = zeno.memory.count[0]
-    R = zeno.whole.shape[0]
-    last, before = zeno.whole[ring_index(count, 0, R)], zeno.whole[ring_index(count, cycle, R)]
     ws.hit[:, :] = False
     for j in range(P.shape[0]):
         if not in_cycle[j]:
@@ -1395,11 +1391,10 @@ def _zeno_snap(net, state, ws, cycle, in_cycle):
         for i in range(n):
             if mode[i, j] == MODE_VOID:
                 continue
-            z, size = 0.0, 0.0
+            z = 0.0
             for q in range(da):
                 z += _normal_entry(Xa, bias, i, q) * P[j, q]
-                size += abs(_normal_entry(Xa, bias, i, q))
-            if abs(z) <= ZENO_SNAP * size * amplitude:
+            if abs(z) <= ZENO_SNAP * _reach(Xa, i, bias) * amplitude:
                 ws.hit[i, j] = True
                 mode[i, j] = MODE_HELD
     samples, neurons, pinv, _, _ = build_constraints(Xa, bias, mode, ws.cons_offset)
@@ -1449,9 +1444,12 @@ def _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, step
     in_cycle = np.zeros(m, np.bool_)
     for back in range(cycle):
         in_cycle[(memory.keys[ring_index(memory.count[0], back, len(memory.keys))] // (3 * _KINDS)) % m] = True
+    R = state.zeno.whole.shape[0]
+    last = state.zeno.whole[ring_index(memory.count[0], 0, R)]
+    previous = state.zeno.whole[ring_index(memory.count[0], cycle, R)]
     before = state.P.copy()
-    energy = _zeno_extrapolate(state.zeno, cycle, ratio, rho, in_cycle, state.P)
-    _zeno_snap(net, state, ws, cycle, in_cycle)
+    energy = _zeno_extrapolate(state.zeno, cycle, ratio, rho, in_cycle, last, previous, state.P)
+    _zeno_snap(net, state, ws, in_cycle, last, previous)
     _bridge_step(net, method, state, t, t_acc - t, energy, before, n_steps, steps)
     state.zeno.dissipated[0] += energy
     n_ev = _log(events, n_ev, t_acc, EVENT_ZENO, events.neuron[first_event], events.sample[first_event], 0, ratio)
