@@ -56,7 +56,7 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
         P[:] = start
         now[0] = 0.0
         drop[:] = 0
-        state.order[0] = 0
+        state.order[:] = 0
         state.zeno.memory.count[0] = 0
         state.zeno.dissipated[0] = 0.0
         driver.surface_sides(prob.augmented_inputs, P, prob.bias, np.empty((n, m)), active, mode)

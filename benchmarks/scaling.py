@@ -126,6 +126,7 @@ class StepParts:
         self.recurrence = series.series_work(K, n, m, da)
         self.C, self.G = self.recurrence.C, self.recurrence.G
         self.C[0] = P
+        self.recurrence.Z0[:] = self.Z0  # the recurrence reads the pre-activations of C[0]
         self.cons = (np.zeros(m + 1, np.int64), np.zeros(0, np.int64), np.zeros((0, da)))
         self.Cm = np.zeros((K + 1, 0))
         self.taylor()
@@ -135,7 +136,9 @@ class StepParts:
         self.pn, self.rad, self.Z1 = np.empty((K, m)), np.empty(m), np.empty((n, m))
         self.xn = np.linalg.norm(Xa, axis=1) * (1.0 + 1e-12)
         self.mode, self.drop = np.zeros((n, m), np.int8), np.zeros((n, m), np.int8)
+        self.active = self.Z0 > 0.0
         self.work, self.g = np.empty((6, max(K + 1, 128))), np.empty(K + 1)
+        self.cand, self.flags, self.n_cand = np.empty(n * m, np.int64), np.zeros(m, np.bool_), 0
 
     def taylor(self):
         self.series.taylor_coefficients(self.network(), self.K, False, 0.0, self.S, *self.cons, self.Cm,
@@ -149,11 +152,14 @@ class StepParts:
         return bundles.network(self.Xa, p.y, p.loss_code, p.scale, p.leak, p.bias, p.train_outer, p.weight_decay)
 
     def screen(self):
+        """``(bound, found)`` of the screen over ``(0, h]``; the pairs it left are ``cand[:n_cand]``."""
         d = self.driver
         d.switching_setup(self.Xa, self.C, self.K, self.pn, self.ready)
         self.series.preactivations(self.Xa, self.C[1], self.Z1)
-        return d.earliest_switching(self.Xa, self.C, self.Ct, self.ready, self.pn, self.xn, self.K, self.Z0,
-                                    self.Z1, self.mode, self.drop, self.h, self.rad, self.work, self.g)
+        bound, found, self.n_cand = d.earliest_switching(self.Xa, self.C, self.Ct, self.ready, self.pn, self.xn,
+                                                         self.K, self.Z0, self.Z1, self.mode, self.drop, self.active,
+                                                         self.h, self.rad, self.work, self.g, self.cand, self.flags)
+        return bound, found
 
 
 def measure(m: int, n: int, d: int, steps: int, repeats: int, budget_s: float) -> dict:

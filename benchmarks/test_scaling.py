@@ -149,7 +149,8 @@ def test_switching_screen_matches_exhaustive_search(m, n, d):
         hit = np.zeros((n, m), np.bool_)
         reach = got * (1.0 + 64 * 2.0**-52)
         driver.reached_switching(parts.Xa, parts.C, parts.Ct, parts.ready, parts.pn, parts.xn, K, parts.Z0,
-                                 parts.Z1, parts.mode, parts.drop, reach, parts.rad, hit, parts.work, parts.g)
+                                 parts.Z1, parts.drop, parts.active, reach, hit, parts.work, parts.g, parts.cand,
+                                 parts.n_cand)
         expect = np.array([[roots.earliest_root(np.ascontiguousarray(Zall[i, j]), K, reach, 0, work) <= reach
                             for j in range(m)] for i in range(n)])
         assert np.array_equal(hit, expect)

@@ -527,7 +527,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
     drop = np.zeros((n, m), dtype=np.int8)
     # the time, where the flow converged to working precision (if it does), the largest inclusion residual
     now = np.array([0.0, math.nan, 0.0])
-    orders = np.zeros(1, np.int64)  # the order controller's, from chunk to chunk
+    orders = np.zeros(2, np.int64)  # the order controller's, from chunk to chunk
     zeno = kzeno.network_zeno(m, w)  # the Zeno detector's memory of the last event instants, idem
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = first_chunk_steps(n, m, w, order)

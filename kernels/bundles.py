@@ -49,8 +49,9 @@ class Method(NamedTuple):
 class State(NamedTuple):
     """The state a chunk continues from and updates in place: parameters ``P`` (``m, d + 2``), the side of each
     free surface ``active`` (``n, m`` bool), surface modes ``mode`` and vanishing leading terms ``drop`` (``n, m``
-    int8), ``clock`` (the time; see :func:`.driver.integrate_chunk`), ``order`` (shape (1,), int64: the Taylor
-    order the order controller chose for the next step, carried from chunk to chunk; 0 starts at the tolerance's)
+    int8), ``clock`` (the time; see :func:`.driver.integrate_chunk`), ``order`` (shape (2,), int64: the Taylor
+    order the order controller chose for the next step and the lowest it may stop at, carried from chunk to chunk so
+    that chunk boundaries never change the trajectory; 0 starts at the tolerance's)
     and ``zeno``, the Zeno detector's memory of the last event instants (a :class:`.zeno.NetworkZeno`, from
     :func:`.zeno.network_zeno`). Use :func:`state` for a fresh one."""
 
@@ -65,7 +66,7 @@ class State(NamedTuple):
 
 def state(P, active, mode, drop, clock, zeno) -> State:
     """A :class:`State` whose first step is taken at the tolerance's order, with the Zeno memory ``zeno``."""
-    return State(P, active, mode, drop, clock, np.zeros(1, np.int64), zeno)
+    return State(P, active, mode, drop, clock, np.zeros(2, np.int64), zeno)
 
 
 class StepLog(NamedTuple):

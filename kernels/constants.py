@@ -58,6 +58,12 @@ LCP_HOLD = 3  #: repelling and held: its slope is a variable and its normal velo
 LOWEST_ORDER = 6
 ORDER_MARGIN = 2
 ORDER_CLIMB = 4
+#: A step after one an event ended stops its Taylor coefficients at the first order from ``MIN_ORDER`` on
+#: (``LOWEST_ORDER`` where a surface is held or released; at most the controller's) whose step reaches this many times
+#: the predicted time of the next crossing (the earliest root of the switching functions' linear parts,
+#: kernels/driver.py ``_linear_crossing``): where events are dense that order is often 4, and the margin keeps the
+#: truncation error at the crossing far below the tolerance, ``(1 / margin)^(K + 1)`` of it.
+ADAPTIVE_MARGIN = 2.0
 #: the lowest Taylor order a step is ever taken at (``order_for``'s floor): where a huge loss makes the
 #: coefficients overflow above some order, the step is taken at that order if it is at least this
 MIN_ORDER = 4

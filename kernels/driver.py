@@ -57,19 +57,20 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .constants import (CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE, DROP_RELEASED, LOWEST_ORDER,  # noqa: F401
-                        MIN_ORDER, MODE_FREE, MODE_HELD, MODE_VOID, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN)
+from .constants import (ADAPTIVE_MARGIN, CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE,  # noqa: F401
+                        DROP_RELEASED, LOWEST_ORDER, MIN_ORDER, MODE_FREE, MODE_HELD, MODE_VOID, NOISE_BAND,
+                        ORDER_CLIMB, ORDER_MARGIN)
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, EVENT_ZENO, classify_neuron, dependent_columns, without_column
-from .roots import STACK, earliest_root, excluded, excluded_linear, linear_clear
+from .roots import STACK, earliest_root, excluded, excluded_linear
 from .bundles import Method
 from .zeno import aitken, ring_index, zeno_check, zeno_record
 from .stepping import STEP_SAFETY, budget_spent, order_needed, taylor_step
-from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, RCOND, \
-    SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP
+from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, LINEAR_CLEAR, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, \
+    RCOND, SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP
 from .series import FLAT_MARGIN, LOSS_SQUARE, SeriesWork, flat_loss_radius, horner_state, log_loss_from_outputs, \
-    loss_from_outputs, max_abs, network_loss, penalty, preactivations, series_work, taylor_coefficients, \
-    velocity_energy, velocity_energy_log, velocity_inner
+    loss_from_outputs, max_abs, network_loss, penalty, preactivations, residual_weights, series_work, \
+    taylor_coefficients, velocity_energy, velocity_energy_log
 
 
 _EPS = EPS64
@@ -134,13 +135,6 @@ def switching_radius(pn, order, bound, rad):
 
 
 @jit
-def _ruled_out(z0, z1, rest, bound):
-    """No root of ``z0 + z1 tau + r(tau)``, ``|r| <= rest``, on ``[0, bound]``: :func:`.roots.excluded`'s test,
-    or the linear part keeps its sign by more than ``rest`` (:func:`.roots.linear_clear`)."""
-    return abs(z0) > abs(z1) * bound + rest or linear_clear(z0, z1, rest, bound)
-
-
-@jit
 def switching_polynomial(Xa, C, Ct, ct_ready, order, Z0, i, j, g):
     """Coefficients ``g[k] = z_ij^[k]`` of one switching polynomial (``g[0]`` from ``Z0``); each is summed over
     the features in order, as :func:`.series.preactivations` does on small problems. ``Ct[j, q, k - 1] =
@@ -163,82 +157,91 @@ def switching_polynomial(Xa, C, Ct, ct_ready, order, Z0, i, j, g):
 
 
 @jit
-def earliest_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, bound, rad, work, g):
-    """Earliest root in ``(0, bound]`` of every free switching polynomial: ``(bound, found)``.
+def earliest_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, active, bound, rad, work, g, cand,
+                       flags):
+    """Earliest root in ``(0, bound]`` of every free switching polynomial: ``(bound, found, n_cand)``.
 
     The bound shrinks as roots are found, as in a plain scan of every polynomial with :func:`.roots.excluded`
     and :func:`.roots.earliest_root`. A pair is first screened with its two leading coefficients ``Z0``, ``Z1``
-    (``z_ij(0)`` and ``z_ij'(0)``, two matrix products per step) and a Cauchy-Schwarz bound on the rest,
-    ``|sum_{k >= 2} z_ij^[k] tau^k| <= |Xa_i| sum_{k >= 2} |p_j^[k]| tau^k`` (:func:`_ruled_out`): one that
-    provably has no root is skipped after a few comparisons, so the screen costs ``O(n m + order m)`` plus
-    ``O(order d)`` per pair it cannot rule out (its coefficients, then the exact exclusion tests and, rarely,
-    root isolation). Surfaces just crossed or left (``drop > 0``) are always examined. Pairs are visited by
-    blocks of ``_SCAN_BLOCK`` neurons and, inside a block, by sample, so that the block's coefficients stay in
-    cache.
+    (``z_ij(0)`` and ``z_ij'(0)``) and a Cauchy-Schwarz bound on the rest, ``|sum_{k >= 2} z_ij^[k] tau^k| <=
+    |Xa_i| sum_{k >= 2} |p_j^[k]| tau^k`` (:func:`_ruled_out`), one sample's row at a time and without branches (the
+    compiler vectorises it): one that provably has no root is skipped, so the screen costs ``O(n m + order m)`` plus
+    ``O(order d)`` per pair it cannot rule out (its coefficients, then the exact exclusion tests and, rarely, root
+    isolation). Surfaces just crossed or left (``drop > 0``) are always examined. The screen's interval is the bound
+    widened by ``SIMULTANEOUS``, so that the pairs it could not rule out (``cand[:n_cand]``, flat indices ``i m + j``)
+    hold every surface reached within that of the step's end: :func:`reached_switching` examines only those.
     """
-    return _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, bound, rad, None, work, g)
-
-
-@jit
-def reached_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, reach, rad, hit, work, g):
-    """``hit[i, j]``: the free switching polynomial has a root in ``(0, reach]`` (same screen as
-    :func:`earliest_switching`)."""
-    n, m = Z0.shape
-    for i in range(n):
-        for j in range(m):
-            hit[i, j] = False
-    _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, reach, rad, hit, work, g)
-
-
-@jit
-def _scan_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, bound, rad, hit, work, g):
-    """The screen and root search shared by :func:`earliest_switching` (``hit is None``: the bound shrinks to each
-    root found) and :func:`reached_switching` (``hit[i, j]`` set for each pair with a root in ``(0, bound]``; the
-    bound stays). Returns ``(bound, found)``."""
     n, m = Z0.shape
     K = order
     found = False
-    switching_radius(pn, K, bound, rad)
-    for j0 in range(0, m, _SCAN_BLOCK):
-        j1 = min(m, j0 + _SCAN_BLOCK)
-        for i in range(n):
-            size = xn[i]
-            for j in range(j0, j1):
-                if mode[i, j] != MODE_FREE:
-                    continue
-                if drop[i, j] == DROP_NONE and _ruled_out(Z0[i, j], Z1[i, j], size * rad[j], bound):
-                    continue
-                switching_polynomial(Xa, C, Ct, ct_ready, K, Z0, i, j, g)
-                vanish = _vanishing_terms(Z1[i, j], pn[0, j] * size, drop[i, j])
-                if excluded(g, K, bound, vanish) or excluded_linear(g, K, bound, vanish):
-                    continue
-                tau = earliest_root(g, K, bound, vanish, work)
-                if tau <= bound:
-                    found = True
-                    if hit is None:
-                        bound = tau
-                        switching_radius(pn, K, bound, rad)
-                    else:
-                        hit[i, j] = True
-    return bound, found
+    n_cand = 0
+    wide = bound * (1.0 + SIMULTANEOUS)
+    switching_radius(pn, K, wide, rad)
+    for i in range(n):
+        size = xn[i]
+        for j in range(m):
+            z0 = Z0[i, j]
+            z1 = Z1[i, j]
+            rest = size * rad[j]
+            lead = abs(z0)
+            slope = abs(z1) * wide
+            end = z0 + z1 * wide
+            slack = rest + LINEAR_CLEAR * (lead + slope)
+            ruled = (lead > slope + rest) | ((z0 > slack) & (end > slack)) | ((z0 < -slack) & (end < -slack))
+            flags[j] = (mode[i, j] == MODE_FREE) & ((drop[i, j] != DROP_NONE) | (not ruled))
+        for j in range(m):
+            if not flags[j]:
+                continue
+            cand[n_cand] = i * m + j
+            n_cand += 1
+            switching_polynomial(Xa, C, Ct, ct_ready, K, Z0, i, j, g)
+            vanish = _vanishing_terms(Z1[i, j], pn[0, j] * size, drop[i, j], active[i, j])
+            if excluded(g, K, bound, vanish) or excluded_linear(g, K, bound, vanish):
+                continue
+            tau = earliest_root(g, K, bound, vanish, work)
+            if tau <= bound:
+                found = True
+                bound = tau
+                wide = bound * (1.0 + SIMULTANEOUS)
+                switching_radius(pn, K, wide, rad)
+    return bound, found, n_cand
 
 
 @jit
-def _vanishing_terms(z1, bound, drop):
+def reached_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, drop, active, reach, hit, work, g, cand, n_cand):
+    """``hit[i, j]``: the free switching polynomial has a root in ``(0, reach]``, for ``reach`` at most the final
+    bound of :func:`earliest_switching` widened by ``SIMULTANEOUS`` on the same step: only the pairs its screen could
+    not rule out, ``cand[:n_cand]``, can have one."""
+    n, m = Z0.shape
+    hit[:, :] = False
+    for c in range(n_cand):
+        i = cand[c] // m
+        j = cand[c] - i * m
+        switching_polynomial(Xa, C, Ct, ct_ready, order, Z0, i, j, g)
+        vanish = _vanishing_terms(Z1[i, j], pn[0, j] * xn[i], drop[i, j], active[i, j])
+        if excluded(g, order, reach, vanish) or excluded_linear(g, order, reach, vanish):
+            continue
+        hit[i, j] = earliest_root(g, order, reach, vanish, work) <= reach
+
+
+@jit
+def _vanishing_terms(z1, bound, drop, up):
     """How many leading coefficients of ``z_ij``'s polynomial the root search divides out (``drop`` of
-    :func:`.roots.earliest_root`), for ``z1 = z_ij'(0)`` and ``bound``, the screen's Cauchy-Schwarz bound of it
-    (``pn[0, j] xn[i]``: ``|p_j'| |Xa_i|``).
+    :func:`.roots.earliest_root`), for ``z1 = z_ij'(0)``, ``bound``, the screen's Cauchy-Schwarz bound of it
+    (``pn[0, j] xn[i]``: ``|p_j'| |Xa_i|``), and ``up``, the side the surface is on (``z_ij > 0``).
 
     A surface crossed at this instant has ``z_ij(0) = 0`` (1). One released at this instant is left tangentially
     (``z_ij`` and ``z_ij'`` vanish: 2) when its multiplier reached a bound of its own; but the surfaces of a class
     on one hyperplane (duplicate, antipodal or collinear samples) are released together with every slope of the
-    class set to the side's, which can leave the neuron a genuine normal velocity. ``z_ij'(0)`` then counts: it is
-    a zero only below ``STAY_TOL`` of the neuron's speed times the normal's size (not of the dot product's own
-    terms, which are all rounding where the neuron does not move along that normal), otherwise only ``z_ij(0)``
-    vanishes (1), and a search that divided it out would find a root of ``z_ij / tau^2`` that ``z_ij`` does not
-    have.
+    class set to the side's, which can leave the neuron a genuine normal velocity, towards that side. ``z_ij'(0)``
+    then counts: it is a zero below ``STAY_TOL`` of the neuron's speed times the normal's size (not of the dot
+    product's own terms, which are all rounding where the neuron does not move along that normal) and when it
+    points back across the surface, where a release cannot send the state (a neuron whose whole velocity is rounding,
+    held only by the residual of a sample fitted exactly, has a normal velocity of either sign; a genuine one that
+    points back is the inconsistency :func:`_released_backwards` re-classifies); otherwise only ``z_ij(0)`` vanishes
+    (1), and a search that divided it out would find a root of ``z_ij / tau^2`` that ``z_ij`` does not have.
     """
-    if drop == DROP_RELEASED and abs(z1) > STAY_TOL * bound:
+    if drop == DROP_RELEASED and abs(z1) > STAY_TOL * bound and (z1 > 0.0) == up:
         return DROP_CROSSED
     return drop
 
@@ -256,6 +259,16 @@ def slopes_from_state(active, mode, leak, S):
 
 
 @jit
+def slopes_of_neuron(active, mode, leak, j, S):
+    """:func:`slopes_from_state` for neuron ``j``'s column alone (after its surfaces were classified)."""
+    for i in range(active.shape[0]):
+        if mode[i, j] != MODE_FREE:
+            S[i, j] = 0.0
+        else:
+            S[i, j] = 1.0 if active[i, j] else leak
+
+
+@jit
 def build_constraints(Xa, bias, mode, cons_offset):
     """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows,
     dependent flags, null): ``null`` (per slot) is the null vector of a neuron's normals where they have a
@@ -263,13 +276,12 @@ def build_constraints(Xa, bias, mode, cons_offset):
     n, m = mode.shape
     da = Xa.shape[1]
     d = da - 1
-    cons_offset[0] = 0
+    cons_offset[:] = 0
+    for i in range(n):  # held surfaces per neuron, counted in memory order
+        for j in range(m):
+            cons_offset[j + 1] += mode[i, j] == MODE_HELD
     for j in range(m):
-        q = 0
-        for i in range(n):
-            if mode[i, j] == MODE_HELD:
-                q += 1
-        cons_offset[j + 1] = cons_offset[j] + q
+        cons_offset[j + 1] += cons_offset[j]
     total = cons_offset[m]
     samples = np.empty(total, np.int64)
     neurons = np.empty(total, np.int64)
@@ -367,21 +379,19 @@ def _log(events, n_ev, t, kind, j, i, side, mult):
 
 
 @jit
-def _resolve(net, method, state, S, hit, forced, t, events, n_ev):
-    """Classify, per neuron, the surfaces in ``hit`` together with the others the neuron sits on; update the
-    modes, the pattern (``state`` and the slopes ``S``) and the log. ``forced[i, j] = +-1`` releases a held surface
-    to that side (its multiplier left ``[leak, 1]``). Returns ``(status, n_ev)``."""
+def _resolve(net, method, state, ws, t, events, n_ev):
+    """Classify, per neuron, the surfaces in ``ws.hit`` together with the others the neuron sits on; update the
+    modes, the pattern (``state`` and the slopes ``ws.S``, column by column) and the log. ``ws.forced[i, j] = +-1``
+    releases a held surface to that side (its multiplier left ``[leak, 1]``). The residual weights come from the
+    pre-activations of ``state.P`` in ``ws.series.Z0`` (:func:`.series.residual_weights`); a release is counted in
+    ``ws.released`` (see :func:`_released_backwards`). Returns ``(status, n_ev)``."""
     Xa, y, loss_kind, c, leak, bias = net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias
     P, active, mode, drop = state.P, state.active, state.mode, state.drop
+    S, hit, forced = ws.S, ws.hit, ws.forced
+    side, stay, kind, mult, G, surface, any_hit = ws.marks
     n, m = hit.shape
-    G = np.empty(n)
-    velocity_inner(Xa, y, S, loss_kind, c, P, G, method.log_clock, t)
-    side = np.zeros(n, np.int8)
-    stay = np.zeros(n, np.bool_)
-    kind = np.zeros(n, np.int8)
-    mult = np.zeros(n)
-    surface = np.zeros((n, m), np.bool_)
-    any_hit = np.zeros(m, np.bool_)
+    residual_weights(ws.series.Z0, P, S, y, loss_kind, c, method.log_clock, t, G)
+    any_hit[:] = False
     for i in range(n):
         for j in range(m):
             any_hit[j] |= hit[i, j]
@@ -412,8 +422,12 @@ def _resolve(net, method, state, S, hit, forced, t, events, n_ev):
             elif new_active != active[i, j]:
                 active[i, j] = new_active
                 n_ev = _log(events, n_ev, t, kind[i], j, i, side[i], mult[i] if kind[i] == EVENT_TIE else math.nan)
-            drop[i, j] = DROP_RELEASED if forced[i, j] != 0 else DROP_CROSSED
-    slopes_from_state(active, mode, leak, S)
+            if forced[i, j] != 0:
+                drop[i, j] = DROP_RELEASED
+                ws.released[0] += 1
+            else:
+                drop[i, j] = DROP_CROSSED
+        slopes_of_neuron(active, mode, leak, j, S)
     return status.RUNNING, n_ev
 
 
@@ -737,20 +751,18 @@ def _reach(Xa, i, bias):
 
 
 @jit
-def _residual_noise(Xa, y, S, P, Z, bias, loss_kind, c, G0, log_clock, t, state_noise, out):
+def _residual_noise(Xa, y, S, P, Z, reach, loss_kind, c, G0, log_clock, t, state_noise, out):
     """``out[i]``: the noise of the residual weight ``G_i`` when every coordinate of the state is uncertain by
     ``state_noise`` (the step's local tolerance, or rounding): ``|dG_i/df_i| sum_j |s_ij| (|a_j| |(x_i, 1)|_1 +
     |z_ij|) state_noise``, with ``dG/df = c`` for the square loss (``c e^s`` in the log clock) and ``|y_i G_i|`` for
-    exp and logistic (whose residual weights have a relative, not an absolute, noise)."""
+    exp and logistic (whose residual weights have a relative, not an absolute, noise); ``reach[i] = |(x_i, 1)|_1``
+    (:func:`_reach`)."""
     n, da = Xa.shape
     m = P.shape[0]
     for i in range(n):
-        reach = _reach(Xa, i, bias)
         acc = 0.0
         for j in range(m):
-            s = S[i, j]
-            if s != 0.0:
-                acc += abs(s) * (abs(P[j, da]) * reach + abs(Z[i, j]))
+            acc += abs(S[i, j]) * (abs(P[j, da]) * reach[i] + abs(Z[i, j]))
         if loss_kind == LOSS_SQUARE:
             out[i] = c * acc * state_noise * (math.exp(t) if log_clock else 1.0)
         else:
@@ -764,8 +776,15 @@ def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
     plus ``|beta|`` times that of ``den = G_i``, from the residual weights' noise ``gnoise``; plus the state's
     uncertainty ``state_noise`` in ``a_j`` relative to ``|a_j|`` on both (``NOISE_BAND`` was calibrated on
     ``a_j (num - beta den)``, whose band this is divided by ``|a_j|``); at ``a_j = 0`` without that term."""
+    spread, value = _slot_sums(Xa, S, G0, gnoise, pinv, slot, j)
+    return _slot_band(abs(P[j, Xa.shape[1]]), spread, value, gnoise[i], G0[i], state_noise, beta)
+
+
+@jit
+def _slot_sums(Xa, S, G0, gnoise, pinv, slot, j):
+    """The sums over the neuron's free samples behind both noise bands of ``slot`` (:func:`_slot_noise`):
+    ``(sum_k |s_kj <pinv, (x_k, 1)>| gnoise_k, sum_k |s_kj <pinv, (x_k, 1)> G_k|)``."""
     n, da = Xa.shape
-    a = abs(P[j, da])
     spread = 0.0
     value = 0.0
     for k in range(n):
@@ -777,8 +796,14 @@ def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
             proj += pinv[slot, q] * Xa[k, q]
         spread += abs(s * proj) * gnoise[k]
         value += abs(s * proj * G0[k])
+    return spread, value
+
+
+@jit
+def _slot_band(a, spread, value, gnoise_i, g_i, state_noise, beta):
+    """:func:`_slot_noise` from :func:`_slot_sums`, for ``|a_j| = a`` and the held sample's ``G_i = g_i``."""
     relative = state_noise / a if a > 0.0 else 0.0
-    return NOISE_BAND * (spread + relative * value + abs(beta) * (gnoise[i] + relative * abs(G0[i])))
+    return NOISE_BAND * (spread + relative * value + abs(beta) * (gnoise_i + relative * abs(g_i)))
 
 
 @jit
@@ -891,8 +916,8 @@ def _sign_at(coefs, order, tau, derivative):
 @jit
 def _surfaces_reached(net, state, Z0, neuron_scale, hit):
     """Stage 1: ``hit`` the free surfaces the state sits on (to rounding) or whose side disagrees with the sign of
-    ``z``; return whether there is one. Also leaves the pre-activations in ``Z0`` and each neuron's
-    ``max|(w_j, b_j)|`` in ``neuron_scale``.
+    ``z`` (``Z0``: the pre-activations of ``state.P``, which the stages that move the state keep up to date); return
+    whether there is one. Also leaves each neuron's ``max|(w_j, b_j)|`` in ``neuron_scale``.
 
     "On the surface" is relative to the neuron's own ``(w_j, b_j)``: the rounding of ``z_ij`` is
     ``eps |(w_j, b_j)| |(x_i, 1)|_1``, and a neuron far smaller than the others (a dead one) must not be caught by
@@ -902,7 +927,6 @@ def _surfaces_reached(net, state, Z0, neuron_scale, hit):
     P, active, mode, drop = state.P, state.active, state.mode, state.drop
     n, da = Xa.shape
     m = P.shape[0]
-    preactivations(Xa, P, Z0)
     for j in range(m):
         size = 0.0
         for q in range(da):
@@ -931,18 +955,21 @@ class Workspace(NamedTuple):
     """Scratch arrays of one chunk, allocated once by :func:`_workspace` and shared by its stages.
 
     ``series``: the step's Taylor coefficients ``C`` (``K + 1, m, d + 2``), those of the network outputs ``F`` and
-    of the residual weights ``G`` (``K + 1, n``) and the recurrences' scratch (:class:`.series.SeriesWork`);
-    ``Z0``, ``Z1`` (``n, m``): the pre-activations and their first derivatives;
+    of the residual weights ``G`` (``K + 1, n``), the pre-activations ``Z0`` of the current state and their first
+    derivatives ``Z1`` (``n, m``), and the recurrences' scratch (:class:`.series.SeriesWork`);
     ``Ct``, ``ct_ready``, ``pn``, ``rad``, ``poly_g``, ``xn``: the switching screen (:func:`earliest_switching`);
     ``S`` (``n, m``): the slopes of the pattern; ``hit``, ``forced``, ``reheld`` (``n, m``): the surfaces to
     classify at this instant, the side a release forces, and the surfaces re-classified after a release;
     ``work``, ``poly``, ``band``: root isolation; ``gnoise``: the residual weights' noise; ``cons_offset``: the
-    held surfaces of each neuron (:func:`build_constraints`); ``neuron_scale``: each neuron's ``max|(w_j, b_j)|``.
+    held surfaces of each neuron (:func:`build_constraints`); ``neuron_scale``: each neuron's ``max|(w_j, b_j)|``;
+    ``marks``: the scratch of :func:`_resolve` (per sample: side, stay, kind, multiplier, residual weight; the
+    surfaces of the neurons classified, ``n, m``; which neurons were hit, ``m``); ``released`` (1,): surfaces released
+    at this instant (:func:`_released_backwards` has nothing to do without one); ``cand``, ``flags``: the pairs the
+    switching screen could not rule out (flat indices ``i m + j``, their count returned) and one row's verdicts;
+    ``reach`` (``n``): each sample's ``|(x_i, 1)|_1`` (:func:`_reach`).
     """
 
     series: SeriesWork
-    Z0: np.ndarray
-    Z1: np.ndarray
     Ct: np.ndarray
     ct_ready: np.ndarray
     pn: np.ndarray
@@ -959,6 +986,11 @@ class Workspace(NamedTuple):
     gnoise: np.ndarray
     cons_offset: np.ndarray
     neuron_scale: np.ndarray
+    marks: tuple
+    released: np.ndarray
+    cand: np.ndarray
+    flags: np.ndarray
+    reach: np.ndarray
 
 
 class Held(NamedTuple):
@@ -995,13 +1027,18 @@ def _workspace(net, method, state):
     n, da = Xa.shape
     m = state.P.shape[0]
     xn = np.empty(n)
+    reach = np.empty(n)
     for i in range(n):
         xn[i] = scaled_norm(Xa[i]) * _RADIUS_FACTOR
-    return Workspace(series_work(K, n, m, da), np.zeros((n, m)), np.zeros((n, m)), np.empty((m, da, K)),
+        reach[i] = _reach(Xa, i, net.bias)
+    return Workspace(series_work(K, n, m, da), np.empty((m, da, K)),
                      np.zeros(m, np.bool_), np.empty((K, m)), np.empty(m), np.empty(K + 1), xn, np.empty((n, m)),
                      np.zeros((n, m), np.bool_), np.zeros((n, m), np.int8), np.zeros((n, m), np.bool_),
                      np.empty((6, max(K + 1, STACK))), np.empty(K + 1), np.empty(K + 1), np.empty(n),
-                     np.zeros(m + 1, np.int64), np.empty(m))
+                     np.zeros(m + 1, np.int64), np.empty(m),
+                     (np.zeros(n, np.int8), np.zeros(n, np.bool_), np.zeros(n, np.int8), np.zeros(n), np.empty(n),
+                      np.zeros((n, m), np.bool_), np.zeros(m, np.bool_)),
+                     np.zeros(1, np.int64), np.empty(n * m, np.int64), np.zeros(m, np.bool_), reach)
 
 
 @jit
@@ -1024,18 +1061,20 @@ def _held_surfaces(net, method, state, ws, t, events, n_ev):
         if dependent[slot]:
             for q in range(cons_offset[neurons[slot]], cons_offset[neurons[slot] + 1]):
                 hit[samples[q], neurons[q]] = True
-    code, n_ev = _resolve(net, method, state, ws.S, hit, ws.forced, t, events, n_ev)
+    code, n_ev = _resolve(net, method, state, ws, t, events, n_ev)
     if code == status.RUNNING:
         samples, neurons, pinv, dependent, null = build_constraints(net.Xa, net.bias, state.mode, cons_offset)
     return code, n_ev, samples, neurons, pinv, dependent, null
 
 
 @jit
-def _held_series(net, method, state, ws, t, events, n_ev):
+def _held_series(net, method, state, ws, t, events, n_ev, low):
     """Stage 2: the held surfaces (:func:`_held_surfaces`), the Taylor coefficients of the state with each neuron's
     velocity projected onto them (:func:`.series.taylor_coefficients`, into ``ws.series.C``) and those of each held
-    surface's multiplier, ``s_ij = num / den`` (:func:`_multiplier_series`), and of ``phi = a_j G_i``. Returns
-    ``(status, n_ev, held)``."""
+    surface's multiplier, ``s_ij = num / den`` (:func:`_multiplier_series`), and of ``phi = a_j G_i``. The
+    coefficients go to ``method.order``, or, from ``low < method.order`` on (``LOWEST_ORDER`` at least where a
+    surface is held or released), only as far as the next crossing needs (:func:`_adaptive_series`). Returns
+    ``(status, n_ev, held, K)``, ``K`` the order reached."""
     Xa, train_outer = net.Xa, net.train_outer
     K = method.order
     P = state.P
@@ -1047,13 +1086,19 @@ def _held_series(net, method, state, ws, t, events, n_ev):
     band = np.zeros((n_slots, 2))
     if code != status.RUNNING:
         return code, n_ev, Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band,
-                                np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0))
+                                np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0)), K
     da = Xa.shape[1]
     m, w = P.shape
     for j in range(m):
         for q in range(w):
             C[0, j, q] = P[j, q]
-    taylor_coefficients(net, K, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, ws.series)
+    if low < K and ws.released[0] > 0:
+        # held surfaces and releases read the step's coefficients for their tangencies (LOWEST_ORDER)
+        low = min(K, max(low, LOWEST_ORDER))
+    if low < K:
+        K = _adaptive_series(net, method, state, ws, t, samples, pinv, Cm, low)
+    else:
+        taylor_coefficients(net, K, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, ws.series)
     lmax = K - 1 if train_outer else 0
     for slot in range(n_slots):
         i, j = samples[slot], neurons[slot]
@@ -1066,7 +1111,46 @@ def _held_series(net, method, state, ws, t, events, n_ev):
     group_offset, group_slot, group_weight, group_beta = _group_exits(net, samples, dependent, null, den,
                                                                       ws.cons_offset)
     return code, n_ev, Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band, group_offset,
-                            group_slot, group_weight, group_beta)
+                            group_slot, group_weight, group_beta), K
+
+
+@jit
+def _adaptive_series(net, method, state, ws, t, samples, pinv, Cm, low):
+    """The Taylor coefficients (:func:`.series.taylor_coefficients`) from order ``low`` on, one order at a time, up
+    to the first whose step (:func:`.stepping.taylor_step`) reaches ``ADAPTIVE_MARGIN`` times the predicted time of
+    the next crossing (:func:`_linear_crossing`), at most ``method.order``; returns the order reached.
+
+    Where events are dense the next crossing is a small fraction of the coefficients' radius away, and a low order
+    is exact to the tolerance over that distance: each order costs two matrix products, so a step stops at the
+    order the crossing needs rather than at the one the last step needed plus a margin. A crossing beyond the
+    prediction only ends the step at the step-size rule's bound (the next step goes on from there); one before it is
+    found by the event search as always."""
+    series, top, tol = ws.series, method.order, method.tol
+    C = series.C
+    taylor_coefficients(net, low, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, series)
+    target = ADAPTIVE_MARGIN * _linear_crossing(series.Z0, series.Z1, state.mode, state.drop)
+    size = max_abs(C[0])
+    size = size if size > 0.0 else 1.0
+    K = low
+    while K < top and taylor_step(size, max_abs(C[K - 1]), max_abs(C[K]), K, tol) < target:
+        taylor_coefficients(net, K + 1, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, series, K)
+        K += 1
+    return K
+
+
+@jit
+def _linear_crossing(Z0, Z1, mode, drop):
+    """The earliest time at which a free switching function's linear part ``z_ij + z_ij' tau`` reaches 0 (over the
+    surfaces not just crossed or left; ``inf`` when every one moves away): the prediction of the next crossing."""
+    n, m = Z0.shape
+    best = math.inf
+    for i in range(n):
+        for j in range(m):
+            z0 = Z0[i, j]
+            z1 = Z1[i, j]
+            tau = -z0 / z1 if (z0 * z1 < 0.0) & (mode[i, j] == MODE_FREE) & (drop[i, j] == DROP_NONE) else math.inf
+            best = min(best, tau)
+    return best
 
 
 @jit
@@ -1126,13 +1210,15 @@ def _noise_bands(net, method, state, ws, held, size, t):
     Xa, leak = net.Xa, net.leak
     state_noise = max(method.tol, _EPS) * size
     G0 = ws.series.G[0]
-    _residual_noise(Xa, net.y, ws.S, state.P, ws.Z0, net.bias, net.loss_kind, net.c, G0, method.log_clock, t,
-                    state_noise, ws.gnoise)
+    _residual_noise(Xa, net.y, ws.S, state.P, ws.series.Z0, ws.reach, net.loss_kind, net.c, G0, method.log_clock,
+                    t, state_noise, ws.gnoise)
+    da = Xa.shape[1]
     for slot in range(n_slots):
+        i, j = held.samples[slot], held.neurons[slot]
+        spread, value = _slot_sums(Xa, ws.S, G0, ws.gnoise, held.pinv, slot, j)
         for e in range(2):
-            held.band[slot, e] = _slot_noise(Xa, ws.S, state.P, G0, ws.gnoise, held.pinv, slot,
-                                             held.samples[slot], held.neurons[slot], state_noise,
-                                             leak if e == 0 else 1.0)
+            held.band[slot, e] = _slot_band(abs(state.P[j, da]), spread, value, ws.gnoise[i], G0[i], state_noise,
+                                            leak if e == 0 else 1.0)
 
 
 @jit
@@ -1178,7 +1264,7 @@ def _releases_due(net, state, ws, held, h):
 def _release(net, method, state, ws, t, events, n_ev):
     """Stage 3d: classify the surfaces in ``ws.hit`` (released, or re-classified after a release) at this instant
     and clear ``ws.forced``. Returns ``(status, n_ev)``."""
-    code, n_ev = _resolve(net, method, state, ws.S, ws.hit, ws.forced, t, events, n_ev)
+    code, n_ev = _resolve(net, method, state, ws, t, events, n_ev)
     ws.forced[:, :] = 0
     return code, n_ev
 
@@ -1186,13 +1272,13 @@ def _release(net, method, state, ws, t, events, n_ev):
 @jit
 def _locate_events(net, method, state, ws, held, h, span):
     """Stage 4: the earliest root in ``(0, h]`` of every free switching polynomial (:func:`earliest_switching`)
-    and of every held surface's exit polynomials (:func:`_exit_root`). Returns ``(bound, found)``: the step's end,
-    and whether an event ends it."""
+    and of every held surface's exit polynomials (:func:`_exit_root`). Returns ``(bound, found, n_cand)``: the
+    step's end, whether an event ends it, and how many pairs the switching screen left in ``ws.cand``."""
     Xa, leak, K, C = net.Xa, net.leak, method.order, ws.series.C
     switching_setup(Xa, C, K, ws.pn, ws.ct_ready)
-    preactivations(Xa, C[1], ws.Z1)
-    bound, found = earliest_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.Z0, ws.Z1, state.mode,
-                                      state.drop, h, ws.rad, ws.work, ws.poly_g)
+    bound, found, n_cand = earliest_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.series.Z0,
+                                              ws.series.Z1, state.mode, state.drop, state.active, h, ws.rad, ws.work,
+                                              ws.poly_g, ws.cand, ws.flags)
     for slot in range(len(held.samples)):
         if held.dependent[slot]:
             continue
@@ -1208,7 +1294,7 @@ def _locate_events(net, method, state, ws, held, h, span):
     if tau <= bound:
         bound = tau
         found = True
-    return bound, found
+    return bound, found, n_cand
 
 
 @jit
@@ -1252,22 +1338,23 @@ def _advance(net, state, ws, held, h, K):
 
 
 @jit
-def _classify_reached(net, method, state, ws, held, h, span, found, t, events, n_ev):
+def _classify_reached(net, method, state, ws, held, h, span, found, n_cand, t, events, n_ev):
     """Stage 5c: at an event (``found``), every free surface reached within ``SIMULTANEOUS h`` of the step's end
-    (:func:`reached_switching`) and every held surface whose multiplier leaves ``[leak, 1]`` there are classified
-    together (:func:`_resolve`); the marks of surfaces just crossed or left are cleared first. Returns
-    ``(status, n_ev)``."""
+    (:func:`reached_switching`, among the ``n_cand`` pairs the step's screen left) and every held surface whose
+    multiplier leaves ``[leak, 1]`` there are classified together (:func:`_resolve`); the marks of surfaces just
+    crossed or left are cleared first. Between the two, the
+    pre-activations of the state reached replace those of the step's start in ``ws.series.Z0`` (the search reads the
+    step's switching polynomials, the classification the new state). Returns ``(status, n_ev)``."""
     Xa, leak, K, C, mode, drop = net.Xa, net.leak, method.order, ws.series.C, state.mode, state.drop
     hit, forced = ws.hit, ws.forced
     reach = h * (1.0 + SIMULTANEOUS)
     if found:
-        reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.Z0, ws.Z1, mode, drop, reach, ws.rad,
-                          hit, ws.work, ws.poly_g)
-    n, m = drop.shape
-    for i in range(n):
-        for j in range(m):
-            drop[i, j] = DROP_NONE
-            ws.reheld[i, j] = False
+        reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.series.Z0, ws.series.Z1, drop, state.active,
+                          reach, hit, ws.work, ws.poly_g, ws.cand, n_cand)
+    preactivations(Xa, state.P, ws.series.Z0)
+    drop[:, :] = DROP_NONE
+    ws.reheld[:, :] = False
+    ws.released[0] = 0
     if not found:
         return status.RUNNING, n_ev
     for slot in range(len(held.samples)):
@@ -1283,7 +1370,7 @@ def _classify_reached(net, method, state, ws, held, h, span, found, t, events, n
                 # at a_j G_i = 0 (0/0) the neuron is re-classified instead
                 forced[i, j] = _exit_side(held, ws.series.C, slot, K - 1, h, beta)
     _group_exits_due(held, C, K - 1, reach, max(span, reach), ws.work, ws.poly, ws.band, reach, hit, forced, h)
-    code, n_ev = _resolve(net, method, state, ws.S, hit, forced, t, events, n_ev)
+    code, n_ev = _resolve(net, method, state, ws, t, events, n_ev)
     for slot in range(len(held.samples)):
         forced[held.samples[slot], held.neurons[slot]] = 0
     return code, n_ev
@@ -1294,7 +1381,7 @@ def _coasting(net, state, ws):
     """Whether a square-loss flow (without weight decay) has converged to working precision (:func:`_converged`):
     its residuals are rounding, and it coasts to ``t_end``."""
     return net.loss_kind == LOSS_SQUARE and net.decay == 0.0 and _converged(
-        net.Xa, net.y, state.P, ws.Z0, ws.S, net.bias, ws.neuron_scale)
+        net.Xa, net.y, state.P, ws.series.Z0, ws.S, net.bias, ws.neuron_scale)
 
 
 @jit
@@ -1455,7 +1542,8 @@ def _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, step
     n_ev = _log(events, n_ev, t_acc, EVENT_ZENO, events.neuron[first_event], events.sample[first_event], 0, ratio)
     memory.count[0] = 0
     slopes_from_state(state.active, state.mode, net.leak, ws.S)
-    code, n_ev = _resolve(net, method, state, ws.S, ws.hit, ws.forced, t_acc, events, n_ev)
+    preactivations(net.Xa, state.P, ws.series.Z0)
+    code, n_ev = _resolve(net, method, state, ws, t_acc, events, n_ev)
     return code, t_acc, n_ev, n_steps + 1
 
 
@@ -1528,8 +1616,12 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     n, m = active.shape
     top = method.order
     K = state.order[0] if 0 < state.order[0] <= top else top
+    # the lowest order the next step may stop at (:func:`_adaptive_series`): MIN_ORDER after an event
+    low = state.order[1] if 0 < state.order[1] <= K else K
     ws = _workspace(net, method, state)
     slopes_from_state(active, mode, net.leak, ws.S)
+    preactivations(net.Xa, P, ws.series.Z0)
+    ws.released[0] = np.sum(drop == DROP_RELEASED)
     t = clock[0]
     n_steps = 0
     n_ev = 0
@@ -1540,8 +1632,8 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         if done:
             break
         # 1. free surfaces reached: events now
-        if _surfaces_reached(net, state, ws.Z0, ws.neuron_scale, ws.hit):
-            code, n_ev = _resolve(net, method, state, ws.S, ws.hit, ws.forced, t, events, n_ev)
+        if _surfaces_reached(net, state, ws.series.Z0, ws.neuron_scale, ws.hit):
+            code, n_ev = _resolve(net, method, state, ws, t, events, n_ev)
             if code != status.RUNNING:
                 break
         # a square-loss flow whose residuals are rounding has converged to working precision: it coasts to t_end
@@ -1556,9 +1648,10 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             break
         # 2. Taylor coefficients (to the step's order), held surfaces and their multipliers
         step = _at_order(method, K)
-        code, n_ev, held = _held_series(net, step, state, ws, t, events, n_ev)
+        code, n_ev, held, K = _held_series(net, step, state, ws, t, events, n_ev, low)
         if code != status.RUNNING:
             break
+        step = _at_order(method, K)
         # 3. step size, noise bands, hold / release
         code, h, span, final, size = _step_size(net, step, ws, t, t_end)
         if code == status.NONFINITE:
@@ -1572,7 +1665,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             break
         _noise_bands(net, step, state, ws, held, size, t)
         released = _releases_due(net, state, ws, held, h)
-        if not released:
+        if not released and ws.released[0] > 0:
             ws.hit[:, :] = False
             released = _released_backwards(net.Xa, ws.series.C, K, h, net.bias, active, mode, drop, ws.reheld,
                                            ws.neuron_scale, ws.hit, ws.poly, ws.work)
@@ -1591,10 +1684,10 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         # the velocity this step follows (not one a release above replaced) against the Filippov set
         if clock.shape[0] > 2:
             clock[2] = max(clock[2], inclusion_residual(
-                net.Xa, ws.series.G[0], ws.series.C, ws.S, mode, drop, net.leak, net.bias, net.decay,
-                (held.samples, held.dependent, held.band, ws.cons_offset)))
+                net.Xa, ws.series.G[0], ws.series.R[0], ws.reach, ws.series.C, ws.S, mode, drop, net.leak, net.bias,
+                net.decay, (held.samples, held.dependent, held.band, ws.cons_offset)))
         # 4. events located: the earliest root of every free switching and every exit polynomial ends the step
-        bound, found = _locate_events(net, step, state, ws, held, h, span)
+        bound, found, n_cand = _locate_events(net, step, state, ws, held, h, span)
         if found:
             h = bound
             final = False
@@ -1609,10 +1702,11 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         n_steps += 1
         t = t_end if final else t + h
         first_event = n_ev
-        code, n_ev = _classify_reached(net, step, state, ws, held, h, span, found, t, events, n_ev)
+        code, n_ev = _classify_reached(net, step, state, ws, held, h, span, found, n_cand, t, events, n_ev)
         if code != status.RUNNING:
             break
         K = _next_order(ws.series.C, K, top, h, size, method.tol, found)
+        low = min(K, MIN_ORDER) if found else K
         # 6. an event instant goes to the Zeno detector, which passes an accumulation of them
         if n_ev > first_event:
             code, t, n_ev, n_steps = _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, steps,
@@ -1621,10 +1715,11 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
                 break
     clock[0] = t
     state.order[0] = K
+    state.order[1] = low
     steps.t[n_steps] = t
     steps.C[n_steps, 0] = P
     steps.loss[n_steps] = loss_at(net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias, net.train_outer, net.decay,
-                                  P, ws.Z1, ws.S, method.log_clock)
+                                  P, ws.series.Z1, ws.S, method.log_clock)
     if code == status.SUCCESS and not steps.loss[n_steps] < math.inf:
         code = status.NONFINITE
     return code, n_steps, n_ev

@@ -221,7 +221,7 @@ def flow_member(net, method, P, active, mode, u_end, u_deadline, max_steps, max_
     m, w = P.shape
     drop = np.zeros((n, m), dtype=np.int8)
     clock = np.zeros(3)  # the time, where a converged flow began to coast, the largest inclusion residual
-    state = State(P, active, mode, drop, clock, np.zeros(1, np.int64), network_zeno(m, w))
+    state = State(P, active, mode, drop, clock, np.zeros(2, np.int64), network_zeno(m, w))
     first = loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P.reshape((1, m, w)).copy(), log_clock)[0]
     energy = 0.0
     threshold = math.log(loss_below) if log_clock and loss_below > 0.0 else loss_below

@@ -55,36 +55,35 @@ def _widen(G0, held, j, on, lo, hi, free):
 
 
 @jit
-def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on, lo, hi, free):
+def _neuron_distance(Xa, G0, R0, reach, C, S, leak, bias, decay, j, on, lo, hi, free):
     """``dist(C[1, j, :d + 1], F_j)`` for neuron ``j`` whose surfaces are the samples ``on`` (slope ``k`` in
     ``[leak - lo[k], 1 + hi[k]]``; where ``free[k] > 0`` the column ``e_k = 0`` is replaced by the normal ``n_i``
     times ``[-free[k], free[k]] |a_j|``, the widened box's limit at ``G_i = 0``), less the rounding of the velocity
     (``INCLUSION_ROUNDINGS`` epsilons of its terms' magnitudes: a neuron whose velocity is rounding, such as one
-    dead at the origin, is not measured against that rounding)."""
+    dead at the origin, is not measured against that rounding).
+
+    The other samples' part ``v0_j = -a_j sum_{i not in on} s_ij G_i n_i`` is the recurrence's residual row ``R0_j =
+    sum_i s_ij G_i (x_i, 1)`` (every sample with its slope; held ones have ``s = 0``) less the surfaces' own terms, so
+    that a neuron costs ``O(n + |on| d)``; ``reach[i] = |n_i|_1``."""
     n, da = Xa.shape
     d = da - 1
     width = da if bias else d
     a = C[0, j, da]
     v0 = np.zeros(da)
     E = np.zeros((da, len(on)))
-    is_on = np.zeros(n, np.bool_)
-    for k in range(len(on)):
-        is_on[on[k]] = True
-        for q in range(width):
-            E[q, k] = -a * G0[on[k]] * Xa[on[k], q]
+    for q in range(width):
+        v0[q] = -a * R0[j, q]
     # the velocity's rounding: its terms' magnitudes, sum_i |a_j s_ij G_i| |n_i|_1 (on surfaces at the largest slope)
     gross = 0.0
     for i in range(n):
-        if mode[i, j] == MODE_VOID:
-            continue
-        reach = 0.0
+        gross += abs(a * G0[i]) * reach[i] * abs(S[i, j])
+    for k in range(len(on)):
+        i = on[k]
+        s = S[i, j]
+        gross += abs(a * G0[i]) * reach[i] * (1.0 - abs(s))
         for q in range(width):
-            reach += abs(Xa[i, q])
-        gross += abs(a * G0[i]) * reach * (1.0 if is_on[i] else abs(S[i, j]))
-        if is_on[i] or S[i, j] == 0.0:
-            continue
-        for q in range(width):
-            v0[q] -= a * S[i, j] * G0[i] * Xa[i, q]
+            E[q, k] = -a * G0[i] * Xa[i, q]
+            v0[q] += a * s * G0[i] * Xa[i, q]
     for q in range(width):
         v0[q] -= decay * C[0, j, q]
     for q in range(da):
@@ -109,12 +108,13 @@ def _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on, lo, hi,
 
 
 @jit
-def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay, held):
+def inclusion_residual(Xa, G0, R0, reach, C, S, mode, drop, leak, bias, decay, held):
     """``max_j dist(C[1]_j, F_j) / |C[1]|`` at the state ``C[0]`` with residual weights ``G0`` (the absolute
     distance when ``C[1] = 0``): 0 up to rounding for a velocity in the Filippov set. With weight decay ``decay``
     the set is shifted by ``-decay (w_j, b_j)``. ``held = (samples, dependent, band, cons_offset)``: the held slots
     grouped by neuron and their noise bands (``band[slot, 0]`` at ``leak``, ``band[slot, 1]`` at 1), which widen
-    their slopes' boxes (module doc)."""
+    their slopes' boxes (module doc). ``R0`` (``m, d + 1``): the residual rows ``sum_i s_ij G_i (x_i, 1)`` of
+    ``G0`` under the slopes ``S`` (0 on held surfaces); ``reach[i] = |n_i|_1`` (:func:`_neuron_distance`)."""
     n = Xa.shape[0]
     m = C.shape[1]
     size = 0.0
@@ -127,7 +127,14 @@ def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay, held):
     lo = np.empty(n)
     hi = np.empty(n)
     free = np.empty(n)
+    # which neurons sit on a surface: one pass in memory order, then a column for those alone
+    sits = np.zeros(m, np.bool_)
+    for i in range(n):
+        for j in range(m):
+            sits[j] |= (mode[i, j] == MODE_HELD) | ((mode[i, j] != MODE_VOID) & (drop[i, j] != DROP_NONE))
     for j in range(m):
+        if not sits[j]:
+            continue
         count = 0
         for i in range(n):
             if mode[i, j] == MODE_HELD or (mode[i, j] != MODE_VOID and drop[i, j] != DROP_NONE):
@@ -135,6 +142,6 @@ def inclusion_residual(Xa, G0, C, S, mode, drop, leak, bias, decay, held):
                 count += 1
         if count:
             _widen(G0, held, j, on[:count], lo, hi, free)
-            worst = max(worst, _neuron_distance(Xa, G0, C, S, mode, drop, leak, bias, decay, j, on[:count],
+            worst = max(worst, _neuron_distance(Xa, G0, R0, reach, C, S, leak, bias, decay, j, on[:count],
                                                 lo[:count], hi[:count], free[:count]))
     return worst / size if size > 0.0 else worst

@@ -344,8 +344,9 @@ class SeriesWork(NamedTuple):
     """The arrays of :func:`taylor_coefficients` (build them with :func:`series_work`): ``C`` (``K + 1, m, d + 2``):
     the state's Taylor coefficients; ``F``, ``G``, ``A0``, ``A1``, ``A2`` (``K + 1, n``): those of the network
     outputs, the residual weights and the loss derivative's auxiliary series; ``R`` (``K + 1, m, d + 1``): the
-    residual rows ``S.T @ (G^[k] Xa)``; ``QWA`` (``3, m, d + 1``), ``T`` and ``Xg`` (``n, d + 1``): scratch. All
-    C-contiguous float64."""
+    residual rows ``S.T @ (G^[k] Xa)``; ``Q`` (``m, d + 1``), ``T`` and ``Xg`` (``n, d + 1``): scratch; ``Z0`` and
+    ``Z1`` (``n, m``): the pre-activations ``z_ij`` at ``C[0]`` (the caller's, on entry) and their first derivatives
+    ``z_ij'`` (written by the recurrence), which the event screen reads too. All C-contiguous float64."""
 
     C: np.ndarray
     F: np.ndarray
@@ -354,9 +355,11 @@ class SeriesWork(NamedTuple):
     A1: np.ndarray
     A2: np.ndarray
     R: np.ndarray
-    QWA: np.ndarray
+    Q: np.ndarray
     T: np.ndarray
     Xg: np.ndarray
+    Z0: np.ndarray
+    Z1: np.ndarray
 
 
 @jit
@@ -365,27 +368,79 @@ def series_work(order, n, m, da):
     from Python and from kernels)."""
     return SeriesWork(np.zeros((order + 1, m, da + 1)), np.zeros((order + 1, n)), np.zeros((order + 1, n)),
                       np.zeros((order + 1, n)), np.zeros((order + 1, n)), np.zeros((order + 1, n)),
-                      np.zeros((order + 1, m, da)), np.zeros((3, m, da)), np.zeros((n, da)), np.zeros((n, da)))
+                      np.zeros((order + 1, m, da)), np.zeros((m, da)), np.zeros((n, da)), np.zeros((n, da)),
+                      np.zeros((n, m)), np.zeros((n, m)))
 
 
 @jit
-def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, cons_pinv, Cm, work):
-    """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``.
+def first_outputs(C, S, Z0, Z1, k, out):
+    """``out_i = f_i^[k]`` for ``k`` in {0, 1} from the pre-activations' first two coefficients: ``f^[0] = sum_j s_ij
+    a_j z_ij`` and ``f^[1] = sum_j s_ij (a_j z_ij' + a_j' z_ij)`` (``a_j^[l] = C[l, j, -1]``), ``O(n m)`` instead of
+    a matrix product of ``n m (d + 1)``. Four samples at a time, in four independent chains of additions (as
+    :func:`row_dots`)."""
+    n, m = S.shape
+    da = C.shape[2] - 1
+    top = n - n % 4
+    for i in range(0, top, 4):
+        acc0 = 0.0
+        acc1 = 0.0
+        acc2 = 0.0
+        acc3 = 0.0
+        for j in range(m):
+            a0 = C[0, j, da]
+            if k == 0:
+                acc0 += S[i, j] * (a0 * Z0[i, j])
+                acc1 += S[i + 1, j] * (a0 * Z0[i + 1, j])
+                acc2 += S[i + 2, j] * (a0 * Z0[i + 2, j])
+                acc3 += S[i + 3, j] * (a0 * Z0[i + 3, j])
+            else:
+                a1 = C[1, j, da]
+                acc0 += S[i, j] * (a0 * Z1[i, j] + a1 * Z0[i, j])
+                acc1 += S[i + 1, j] * (a0 * Z1[i + 1, j] + a1 * Z0[i + 1, j])
+                acc2 += S[i + 2, j] * (a0 * Z1[i + 2, j] + a1 * Z0[i + 2, j])
+                acc3 += S[i + 3, j] * (a0 * Z1[i + 3, j] + a1 * Z0[i + 3, j])
+        out[i] = acc0
+        out[i + 1] = acc1
+        out[i + 2] = acc2
+        out[i + 3] = acc3
+    for i in range(top, n):
+        acc = 0.0
+        for j in range(m):
+            a0 = C[0, j, da]
+            if k == 0:
+                acc += S[i, j] * (a0 * Z0[i, j])
+            else:
+                acc += S[i, j] * (a0 * Z1[i, j] + C[1, j, da] * Z0[i, j])
+        out[i] = acc
+
+
+@jit
+def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, cons_pinv, Cm, work, start=0):
+    """Taylor coefficients of the flow under the fixed slopes ``S``, from ``C[0]`` up to order ``order``; with
+    ``start > 0``, those above order ``start`` only, continuing a call that stopped there (every series of ``work``
+    up to that order is as that call left it).
 
     Each order costs two matrix products of size ``n m (d + 1)`` (BLAS on large problems), the two of one
-    gradient evaluation, and ``O(k m d + k n)`` for the Cauchy sums:
+    gradient evaluation, and ``O(k m d + k n)`` for the Cauchy sums; orders 0 and 1 of the outputs come from the
+    pre-activations instead (``O(n m)``), so that with the product that gives ``Z1`` and the caller's ``Z0`` a step
+    of order ``K`` costs ``2 K`` products in all:
 
-    * ``f^[k] = sum_l sum_j a_j^[l] s_ij z_ij^[k-l] = <(S @ Q^[k])_i, Xa_i>`` with ``Q_j^[k] = sum_l a_j^[l]
-      p_j^[k-l]`` (``p_j = (w_j, b_j)``, ``z_ij = <p_j, Xa_i>``);
+    * ``f^[k] = sum_l sum_j a_j^[l] s_ij z_ij^[k-l]``: for ``k <= 1`` from ``Z0`` and ``Z1`` (:func:`first_outputs`),
+      above as ``<(S @ Q^[k])_i, Xa_i>`` with ``Q_j^[k] = sum_l a_j^[l] p_j^[k-l]`` (``p_j = (w_j, b_j)``,
+      ``z_ij = <p_j, Xa_i>``);
     * ``R^[k] = S.T @ (G^[k] Xa)``, i.e. ``R_j^[k] = sum_i s_ij G_i^[k] Xa_i``; then
       ``p_j'^[k] = -sum_l a_j^[l] R_j^[k-l]`` and
       ``a_j'^[k] = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l] = -sum_l <p_j^[k-l], R_j^[l]>``;
+    * ``Z1 = Xa @ p^[1].T`` once ``C[1]`` is known (the switching functions' derivatives, which the event screen
+      reads as well);
     * with weight decay ``lambda``, ``-lambda theta^[k]`` is added to each trained parameter's ``theta'^[k]``
       (after the projection onto held surfaces: ``-lambda p_j`` is tangent to every hyperplane ``z_ij = 0`` that
       ``p_j`` lies on, so the multipliers do not see it).
 
-    The switching functions' coefficients ``z_ij^[k]`` are not needed by the recurrence; the event search
-    computes them only where it cannot rule a root out (:func:`.driver.earliest_switching`).
+    Every Cauchy sum runs over ``l`` in increasing order with the features innermost (contiguous, so that the
+    compiler vectorises it without reordering any sum). The switching functions' coefficients ``z_ij^[k]`` above
+    the first are not needed by the recurrence; the event screen computes them only where it cannot rule a root out
+    (:func:`.driver.earliest_switching`).
 
     Parameters
     ----------
@@ -413,59 +468,36 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
         Output: the coefficients ``N_j^+ v`` of each constrained surface; the Filippov multiplier is
         ``Cm / (a_j G_i)``.
     work : :class:`SeriesWork`
-        ``C[0]`` holds the state on entry; ``C[1..K]`` are filled, and on return ``F[0..K-1]`` holds the series of
-        the network outputs (``F[0]``: the outputs at ``C[0]``) and ``G`` that of the residual weights.
+        ``C[0]`` holds the state on entry and ``Z0`` its pre-activations (:func:`preactivations`); ``C[1..K]`` and
+        ``Z1`` are filled, and on return ``F[0..K-1]`` holds the series of the network outputs (``F[0]``: the
+        outputs at ``C[0]``) and ``G`` that of the residual weights.
     """
     Xa, y, loss_kind, c, bias, train_outer, decay = net.Xa, net.y, net.loss_kind, net.c, net.bias, \
         net.train_outer, net.decay
-    C, F, G, A0, A1, A2, R, QWA, T, Xg = work
+    C, F, G, A0, A1, A2, R, Q, T, Xg, Z0, Z1 = work
     n, da = Xa.shape
     m = C.shape[1]
     d = da - 1
-    Q = QWA[0]
-    Wp = QWA[1]
-    Ap = QWA[2]
     blas = n * m * da >= BLAS_MIN_WORK  # both products go to BLAS, decided once (see loops_nn)
-    for k in range(order):
+    for k in range(start, order):
         lmax = k if train_outer else 0
-        # the Cauchy sums over the coefficients known before this order's products, per neuron and feature, each
-        # summed over l in increasing order in a register; features go in pairs (two independent chains of
-        # additions per pass over l: 6-17% faster on B1's networks; an odd last feature is summed twice):
-        #   Q_j = sum_{l=0}^{lmax} a_j^[l] p_j^[k-l]   (for f^[k])
-        #   Wp_j = sum_{l=1}^{lmax} a_j^[l] R_j^[k-l]  (p_j'^[k] without its l = 0 term)
-        #   Ap_j = sum_{l=0}^{k-1} p_j^[k-l] R_j^[l]   (a_j'^[k] per feature, without its l = k term)
-        for j in range(m):
-            a0 = C[0, j, da]
-            for q in range(0, da, 2):
-                q1 = min(q + 1, da - 1)
-                acc_q = a0 * C[k, j, q]
-                acc_q1 = a0 * C[k, j, q1]
-                acc_w = 0.0
-                acc_w1 = 0.0
+        # f^[k]
+        if k < 2:
+            first_outputs(C, S, Z0, Z1, k, F[k])
+        else:
+            for j in range(m):
+                a0 = C[0, j, da]
+                for q in range(da):
+                    Q[j, q] = a0 * C[k, j, q]
                 for l in range(1, lmax + 1):
                     al = C[l, j, da]
-                    acc_q += al * C[k - l, j, q]
-                    acc_q1 += al * C[k - l, j, q1]
-                    acc_w += al * R[k - l, j, q]
-                    acc_w1 += al * R[k - l, j, q1]
-                Q[j, q] = acc_q
-                Q[j, q1] = acc_q1
-                Wp[j, q] = acc_w
-                Wp[j, q1] = acc_w1
-                if train_outer and k > 0:
-                    acc_a = C[k, j, q] * R[0, j, q]
-                    acc_a1 = C[k, j, q1] * R[0, j, q1]
-                    for l in range(1, k):
-                        acc_a += C[k - l, j, q] * R[l, j, q]
-                        acc_a1 += C[k - l, j, q1] * R[l, j, q1]
-                    Ap[j, q] = acc_a
-                    Ap[j, q1] = acc_a1
-        # f_i^[k] = <(S Q)_i, Xa_i>
-        if blas:
-            np.dot(S, Q, T)
-        else:
-            loops_nn(S, Q, T)
-        row_dots(T, Xa, F[k])
+                    for q in range(da):
+                        Q[j, q] += al * C[k - l, j, q]
+            if blas:
+                np.dot(S, Q, T)
+            else:
+                loops_nn(S, Q, T)
+            row_dots(T, Xa, F[k])
         _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0)
         # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
         for i in range(n):
@@ -481,7 +513,13 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
             # (w_j, b_j)' = -sum_l a_j^[l] R_j^[k-l]
             a0 = C[0, j, da]
             for q in range(da):
-                C[k + 1, j, q] = -(a0 * R[k, j, q] + Wp[j, q])
+                C[k + 1, j, q] = a0 * R[k, j, q]
+            for l in range(1, lmax + 1):
+                al = C[l, j, da]
+                for q in range(da):
+                    C[k + 1, j, q] += al * R[k - l, j, q]
+            for q in range(da):
+                C[k + 1, j, q] = -C[k + 1, j, q]
             if not bias:
                 C[k + 1, j, d] = 0.0
             for slot in range(cons_offset[j], cons_offset[j + 1]):
@@ -504,15 +542,34 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
             if train_outer:
                 # a_j' = -sum_l sum_i G_i^[l] s_ij z_ij^[k-l] = -sum_l <p_j^[k-l], R_j^[l]>
                 acc = 0.0
-                if k > 0:
+                for l in range(k + 1):
+                    part = 0.0
                     for q in range(da):
-                        acc += Ap[j, q] + C[0, j, q] * R[k, j, q]
-                else:
-                    for q in range(da):
-                        acc += C[0, j, q] * R[0, j, q]
+                        part += C[k - l, j, q] * R[l, j, q]
+                    acc += part
                 if decay != 0.0:
                     acc += decay * C[k, j, da]
                 C[k + 1, j, da] = -acc * inv
+        if k == 0:
+            preactivations(Xa, C[1], Z1)
+
+
+@jit
+def residual_from_outputs(f, y, loss_kind, c, log_clock, s, G):
+    """``G_i = c l'(f_i)`` from the network outputs ``f`` (may be ``G`` itself); with ``log_clock``, ``e^s G_i``
+    computed in the log domain (see :func:`_loss_derivative_order`)."""
+    for i in range(len(G)):
+        fi = f[i]
+        if loss_kind == LOSS_SQUARE:
+            G[i] = c * (fi - y[i]) * (math.exp(s) if log_clock else 1.0)
+        elif loss_kind == LOSS_EXP:
+            G[i] = -c * y[i] * math.exp((s if log_clock else 0.0) - y[i] * fi)
+        elif log_clock:
+            q = y[i] * fi
+            G[i] = -c * y[i] * (math.exp(s - q) / (1.0 + math.exp(-q)) if q >= 0.0 else
+                                math.exp(s) / (1.0 + math.exp(q)))
+        else:
+            G[i] = -c * y[i] * _stable_sigmoid(-y[i] * fi)
 
 
 @jit
@@ -522,18 +579,15 @@ def velocity_inner(Xa, y, S, loss_kind, c, P, G, log_clock, s):
     With ``log_clock``: ``e^s G_i``, computed in the log domain (see :func:`_loss_derivative_order`).
     """
     network_outputs(Xa, P, S, G)
-    for i in range(len(G)):
-        f = G[i]
-        if loss_kind == LOSS_SQUARE:
-            G[i] = c * (f - y[i]) * (math.exp(s) if log_clock else 1.0)
-        elif loss_kind == LOSS_EXP:
-            G[i] = -c * y[i] * math.exp((s if log_clock else 0.0) - y[i] * f)
-        elif log_clock:
-            q = y[i] * f
-            G[i] = -c * y[i] * (math.exp(s - q) / (1.0 + math.exp(-q)) if q >= 0.0 else
-                                math.exp(s) / (1.0 + math.exp(q)))
-        else:
-            G[i] = -c * y[i] * _stable_sigmoid(-y[i] * f)
+    residual_from_outputs(G, y, loss_kind, c, log_clock, s, G)
+
+
+@jit
+def residual_weights(Z, P, S, y, loss_kind, c, log_clock, s, G):
+    """:func:`velocity_inner` from the pre-activations ``Z`` of ``P`` (``O(n m)``, no matrix product): ``f_i =
+    sum_j s_ij a_j z_ij`` (:func:`first_outputs`), then ``G``."""
+    first_outputs(P.reshape((1, P.shape[0], P.shape[1])), S, Z, Z, 0, G)
+    residual_from_outputs(G, y, loss_kind, c, log_clock, s, G)
 
 
 @jit
@@ -614,9 +668,7 @@ def velocity_energy(C, order, h):
         rows = C.reshape(C.shape[0], m * w)[1:order + 1]
         squarable = True
         for k in range(order):
-            top = 0.0
-            for x in rows[k]:
-                top = max(top, abs(x))
+            top = max_abs(rows[k])
             if not (top == 0.0 or 1e-140 < top < 1e140):
                 squarable = False
         gram = np.empty((order, order))
@@ -711,16 +763,27 @@ def velocity_energy_log(C, order, h, s0, nodes, weights):
     return total
 
 
+#: the bits of a float64 below its sign: ``bits & _MAGNITUDE`` is the bit pattern of ``|x|``
+_MAGNITUDE = np.uint64(2 ** 63 - 1)
+#: the bit pattern of ``+inf``: those of NaNs (as magnitudes) are larger
+_INF_BITS = np.array([math.inf]).view(np.uint64)[0]
+
+
 @jit
 def max_abs(A):
-    """``max |A|`` over a 2-D array; NaN when ``A`` holds a NaN (so that an ``isfinite`` guard on it fires:
-    ``abs(nan) > best`` is false, a plain running maximum would skip it)."""
-    best = 0.0
-    for x in A.ravel():
-        a = abs(x)
-        if a > best:
-            best = a
-        elif a != a:
-            return math.nan
-    return best
+    """``max |A|`` over a C-contiguous array; NaN when ``A`` holds a NaN (so that an ``isfinite`` guard on it fires:
+    ``abs(nan) > best`` is false, a plain running maximum would skip it).
+
+    The magnitudes of non-negative float64 numbers are ordered like their bit patterns read as unsigned integers, and
+    every NaN's pattern lies above that of infinity: one integer maximum over the patterns (which the compiler
+    vectorises, as it cannot a floating-point one without reordering) gives both the value and the NaN test.
+    """
+    patterns = A.ravel().view(np.uint64)
+    top = np.uint64(0)
+    for p in range(len(patterns)):
+        top = max(top, patterns[p] & _MAGNITUDE)
+    if top > _INF_BITS:
+        return math.nan
+    found = np.uint64(top)  # one definition: the scalar view below refuses a variable assigned in the loop
+    return found.view(np.float64)
 

@@ -34,6 +34,12 @@ def _one_neuron_on_a_surface(slope):
     return Xa, G0, C, S, mode, drop, a
 
 
+def _rows(Xa, G0, S):
+    """The recurrence's residual rows ``R0_j = sum_i s_ij G_i (x_i, 1)`` and each sample's ``|(x_i, 1)|_1`` (every
+    case here has a bias), as the driver hands them to :func:`inclusion_residual`."""
+    return S.T @ (G0[:, None] * Xa), np.abs(Xa).sum(axis=1)
+
+
 def _held(band_lo=0.0, band_hi=0.0):
     """The driver's held slots for :func:`_one_neuron_on_a_surface`: one independent slot (sample 0, neuron 0)
     with noise bands ``band_lo`` at ``leak`` and ``band_hi`` at 1."""
@@ -43,7 +49,8 @@ def _held(band_lo=0.0, band_hi=0.0):
 @pytest.mark.parametrize("slope", [0.1, 0.55, 1.0])
 def test_a_velocity_in_the_filippov_set_has_zero_residual(slope):
     Xa, G0, C, S, mode, drop, _ = _one_neuron_on_a_surface(slope)
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held()) <= 4 * np.finfo(np.float64).eps
+    got = inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, _held())
+    assert got <= 4 * np.finfo(np.float64).eps
 
 
 @pytest.mark.parametrize("slope, nearest", [(2.0, 1.0), (-0.5, 0.1)])
@@ -51,7 +58,8 @@ def test_a_velocity_outside_the_set_is_measured(slope, nearest):
     Xa, G0, C, S, mode, drop, a = _one_neuron_on_a_surface(slope)
     distance = abs(slope - nearest) * abs(a * G0[0]) * np.linalg.norm(Xa[0])
     expected = distance / np.linalg.norm(C[1])
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held()) == pytest.approx(expected, rel=1e-12)
+    got = inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, _held())
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("slope, bound, side", [(1.3, 1.0, 1), (-0.2, 0.1, 0)])
@@ -63,16 +71,17 @@ def test_a_multiplier_kept_inside_its_noise_band_is_not_counted(slope, bound, si
     excess = abs(slope - bound)
     bands = [0.0, 0.0]
     bands[side] = 1.5 * excess * abs(G0[0])  # the band covers the excess
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) <= \
+    assert inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) <= \
         4 * np.finfo(np.float64).eps
     bands[side] = 0.25 * excess * abs(G0[0])  # the band covers a quarter of it
     expected = 0.75 * excess * abs(a * G0[0]) * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
+    assert inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
         pytest.approx(expected, rel=1e-12)
     # a dependent slot is widened alike (the engine releases its class by a gap whose band sums its members')
     held = _held(*bands)
     held[1][0] = True
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, held) == pytest.approx(expected, rel=1e-12)
+    got = inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, held)
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("cover, remaining", [(1.5, 0.0), (0.25, 1.5)])
@@ -95,7 +104,7 @@ def test_a_class_of_duplicate_samples_is_widened_by_its_members_bands(cover, rem
     band = cover * delta * abs(G0[0])
     held = (np.array([0, 1]), np.array([True, True]), np.array([[band, band], [band, band]]), np.array([0, 2]))
     expected = remaining * delta * abs(a * G0[0]) * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
-    got = inclusion_residual(Xa, G0, C, S, mode, drop, leak, True, 0.0, held)
+    got = inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, leak, True, 0.0, held)
     assert got <= 4 * np.finfo(np.float64).eps if remaining == 0.0 else got == pytest.approx(expected, rel=1e-12)
 
 
@@ -142,14 +151,14 @@ def test_a_fitted_sample_held_within_its_noise_band_is_not_counted(side):
     bands[side] = band
     a = _one_neuron_on_a_surface(0.5)[-1]
     Xa, G0, C, S, mode, drop, _ = _fitted_sample_case(0.5 * a * band)
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) <= \
+    assert inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) <= \
         4 * np.finfo(np.float64).eps
     Xa, G0, C, S, mode, drop, _ = _fitted_sample_case(-4.0 * a * band)
     expected = 3.0 * a * band * np.linalg.norm(Xa[0]) / np.linalg.norm(C[1])
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
+    assert inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, _held(*bands)) == \
         pytest.approx(expected, rel=1e-12)
     # without a band the whole normal component counts
-    assert inclusion_residual(Xa, G0, C, S, mode, drop, 0.1, True, 0.0, _held()) == pytest.approx(
+    assert inclusion_residual(Xa, G0, *_rows(Xa, G0, S), C, S, mode, drop, 0.1, True, 0.0, _held()) == pytest.approx(
         expected * 4 / 3, rel=1e-12)
     with mp.workdps(40):
         data = MPData.from_problem(fl.Problem(Xa[:, :2], [-1.0, 1.0], loss="exp", activation="leaky_relu",

@@ -164,7 +164,8 @@ def test_noise_band_of_a_slot():
     Z = Xa @ P[:, :2].T
     G0 = np.array([1e-12, -1e-12])
     gnoise = np.empty(2)
-    driver._residual_noise(Xa, np.zeros(2), S, P, Z, True, 2, 0.5, G0, False, 0.0, 1e-13, gnoise)
+    driver._residual_noise(Xa, np.zeros(2), S, P, Z, np.abs(Xa).sum(axis=1), 2, 0.5, G0, False, 0.0, 1e-13,
+                           gnoise)
     assert gnoise[0] == pytest.approx(0.5 * 1e-13 * (2.0 * 1.75 + 0.25))
     assert gnoise[1] == 0.0
     pinv = (Xa[1] / (Xa[1] @ Xa[1]))[None]
@@ -173,7 +174,8 @@ def test_noise_band_of_a_slot():
     expected = NOISE_BAND * (proj * gnoise[0] + 1e-13 / 2.0 * proj * 1e-12 + 1e-13 / 2.0 * 1e-12)
     assert band == pytest.approx(expected)
     P[0, 2] = 0.0  # a = 0: only the residual weights' noise (here G_0's, which a = 0 leaves 0.25 of)
-    driver._residual_noise(Xa, np.zeros(2), S, P, Z, True, 2, 0.5, G0, False, 0.0, 1e-13, gnoise)
+    driver._residual_noise(Xa, np.zeros(2), S, P, Z, np.abs(Xa).sum(axis=1), 2, 0.5, G0, False, 0.0, 1e-13,
+                           gnoise)
     band = driver._slot_noise(Xa, S, P, G0, gnoise, pinv, 0, 1, 0, 1e-13, 1.0)
     assert band == pytest.approx(NOISE_BAND * proj * 0.5 * 1e-13 * 0.25)
 
@@ -196,6 +198,8 @@ def test_mp_rules_mirror_the_kernel():
     class Engine:
         noise = None
         stay = None
+        _power_cache = None
+        _powers = mpflow._Integrator._powers
 
     with mp.workdps(30):
         engine = Engine()

@@ -1,0 +1,73 @@
+"""The adaptive Taylor order: after an event a step stops its coefficients at the first order (from the lowest, 4)
+whose step reaches twice the predicted time of the next crossing. Checked against the closed form of that
+prediction and, on event-dense flows where most steps end at a crossing, against an independent mpmath reference
+at 40 digits (``tests/oracles/reference.py``) and against the same flow at a tighter tolerance."""
+
+import math
+
+import numpy as np
+import pytest
+
+import flowlib as fl
+from flowlib import examples
+from flowlib.kernels import driver
+from flowlib.kernels.constants import DROP_CROSSED, DROP_NONE, MODE_FREE, MODE_HELD
+from tests.oracles.reference import reference_flow
+
+
+def test_the_predicted_crossing_is_the_earliest_root_of_the_free_linear_parts():
+    Z0 = np.array([[1.0, -2.0, 0.5], [-3.0, 4.0, -1.0]])
+    Z1 = np.array([[-4.0, 1.0, 2.0], [1.0, -1.0, 0.25]])
+    mode = np.full(Z0.shape, MODE_FREE, np.int8)
+    drop = np.full(Z0.shape, DROP_NONE, np.int8)
+    # roots -z0/z1 where z moves towards 0: 1/4 (0, 0), 2 (0, 1), 3 (1, 0), 4 (1, 1), 4 (1, 2); (0, 2) moves away
+    assert driver._linear_crossing(Z0, Z1, mode, drop) == 0.25
+    drop[0, 0] = DROP_CROSSED  # just crossed: its root at 0 is divided out, not predicted
+    assert driver._linear_crossing(Z0, Z1, mode, drop) == 2.0
+    mode[0, 1] = MODE_HELD  # held: its multiplier, not its linear part, decides when it is left
+    assert driver._linear_crossing(Z0, Z1, mode, drop) == 3.0
+    Z1[1] = 0.0
+    assert driver._linear_crossing(Z0, Z1, mode, drop) == math.inf
+
+
+def _dense_case(seed, n, m):
+    """``n`` points in the plane with a bias and ``m`` neurons: most steps end at a crossing."""
+    rng = np.random.default_rng(seed)
+    loss = ("exp", "logistic")[seed % 2]
+    X = rng.standard_normal((n, 2))
+    y = np.sign(X[:, 0] + 0.3 * rng.standard_normal(n))
+    prob = fl.Problem(X, y, loss=loss, activation="relu", bias=True, train_outer=True)
+    return prob, examples.random_init(m, 2, rng, bias=True)
+
+
+def _scale(P):
+    return np.max(np.abs(P))
+
+
+@pytest.mark.parametrize("seed", [3, 6])
+def test_event_dense_flows_agree_with_a_tighter_tolerance(seed):
+    prob, p0 = _dense_case(seed, 100, 6)
+    res = fl.gradient_flow(prob, p0, 3.0)
+    tight = fl.gradient_flow(prob, p0, 3.0, rtol=1e-15)
+    assert res.status == tight.status == "success"
+    assert len(res.events) >= 50 and res.n_steps <= 1.25 * len(res.events)
+    assert [(e.neuron, e.sample, e.side) for e in res.events] == [(e.neuron, e.sample, e.side) for e in tight.events]
+    assert max(abs(a.t - b.t) / b.t for a, b in zip(res.events, tight.events)) <= 1e-12
+    assert _scale(res.states[-1] - tight.states[-1]) <= 1e-12 * _scale(tight.states[-1])
+
+
+@pytest.mark.slow
+def test_an_event_dense_flow_matches_the_40_digit_reference():
+    prob, p0 = _dense_case(5, 60, 4)
+    t_end = 2.0
+    res = fl.gradient_flow(prob, p0, t_end)
+    assert res.status == "success"
+    assert len(res.events) >= 40 and res.n_steps <= 1.25 * len(res.events)
+    ref = reference_flow(prob.X, prob.y, p0.W, p0.b, p0.a, t_end, loss=prob.loss, reduction=prob.reduction,
+                         leak=prob.leak, bias=prob.bias, train_outer=prob.train_outer, dps=40)
+    assert [(e.neuron, e.sample, e.side) for e in res.events] == [(int(j), int(i), int(s))
+                                                                   for _, j, i, s in ref["events"]]
+    for ev, (t_ref, *_) in zip(res.events, ref["events"]):
+        assert abs(ev.t - float(t_ref)) <= 1e-12 * float(t_ref)
+    final = np.column_stack([np.array(ref["W"], float), np.array(ref["b"], float), np.array(ref["a"], float)])
+    assert _scale(res.states[-1] - final) <= 1e-12 * _scale(final)
