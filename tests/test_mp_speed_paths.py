@@ -133,6 +133,36 @@ def test_integer_taylor_recurrences_equal_the_mpf_ones(seed, dps):
                 assert _same(getattr(fast_path, name), getattr(reference, name)), (seed, dps, s0, name)
 
 
+@pytest.mark.parametrize("seed", [0, 3, 4, 7, 8, 11])  # the cases without weight decay
+def test_still_neurons_are_filled_in_with_the_numbers_of_the_whole_recurrence(seed, monkeypatch):
+    # the two neurons added have every slope 0 (the first held on sample 0 as well): they do not move, and the
+    # recurrence on the others, with theirs filled in, gives the numbers of the mpf recurrence on the whole network
+    prob, P = _random_case(seed)
+    P = np.concatenate([P, P[:1] * 0.5, P[:1] * -2.0])
+    widths = []
+    moving = series._taylor_moving
+    monkeypatch.setattr(series, "_taylor_moving", lambda data, S, P, *rest: widths.append(len(P)) or
+                        moving(data, S, P, *rest))
+    with mp.workdps(40):
+        data = series.MPData.from_problem(prob)
+        assert not data.decay
+        state = [[mpf(float(v)) for v in row] for row in P]
+        m = len(state)
+        Z = series.preactivations(data, state)
+        active = [[z > 0 for z in row] for row in Z]
+        held = [[j == m - 2 or j == m - 1 or (j == 0 and i == 0) for j in range(m)] for i in range(data.n)]
+        S = series.slopes(data, active, held)
+        pinv = linalg.pinv_rows([list(data.normals[0])], linalg.rcond())[0]
+        constraints = [[] for _ in state]
+        constraints[0], constraints[m - 2] = [(0, 0, pinv)], [(1, 0, pinv)]
+        fast_path = series._taylor_integer(data, S, state, 14, constraints, None)
+        reference = series._taylor_reference(data, S, state, 14, constraints, None)
+        for name in ("C", "Z", "G", "Cm", "F"):
+            assert _same(getattr(fast_path, name), getattr(reference, name)), (seed, name)
+        assert all(x == 0 for Ck in fast_path.C[1:] for x in Ck[m - 1] + Ck[m - 2])
+        assert widths == [sum(any(row[j] for row in S) for j in range(m))] and widths[0] <= m - 2
+
+
 def test_widely_spread_data_take_the_mpf_path_with_the_same_numbers():
     prob = fl.Problem([[1e-80], [1.0]], [1.0, -1.0], loss="square", reduction="mean", bias=True, train_outer=True)
     P = np.array([[1.0, 0.5, 0.7], [-0.3, 0.2, 1.1]])
@@ -180,6 +210,43 @@ def test_horner_and_energy_match_mpf_arithmetic():
                 dot = mp.fdot(D[k], D[l]) / (k + l + 1)
                 total.append(dot if k == l else 2 * dot)
         assert series.velocity_energy(C, h) == mp.fsum(total) * h
+
+
+def test_horner_and_energy_of_partly_still_coefficients_match_mpf_arithmetic():
+    # rows that are 0 above order 0, a zero top order, and an order that is 0 throughout
+    rng = random.Random(8)
+    with mp.workdps(33):
+        C = [[[mpf(rng.gauss(0, 1)) / (k + 1) ** 2 if (j != 1 or k == 0) and k not in (4, 8) else mpf(0)
+               for _ in range(3)] for j in range(3)] for k in range(9)]
+        h = mpf("0.7")
+        for j in range(3):
+            for q in range(3):
+                acc = C[-1][j][q]
+                for k in range(len(C) - 2, -1, -1):
+                    acc = acc * h + C[k][j][q]
+                assert series.state_at(C, h)[j][q]._mpf_ == acc._mpf_
+        D = [[(k + 1) * C[k + 1][j][q] * h**k for j in range(3) for q in range(3)] for k in range(len(C) - 1)]
+        total = []
+        for k in range(len(D)):
+            for l in range(k, len(D)):
+                dot = mp.fdot(D[k], D[l]) / (k + l + 1)
+                total.append(dot if k == l else 2 * dot)
+        assert series.velocity_energy(C, h)._mpf_ == (mp.fsum(total) * h)._mpf_
+
+
+def test_rounded_convolution_and_exit_term_sizes_match_the_mpf_expressions():
+    from flowlib.mp import flow
+
+    rng = random.Random(9)
+    with mp.workdps(30):
+        a = [mpf(rng.gauss(0, 1)) * 10 ** rng.randint(-5, 5) for _ in range(7)]
+        g = [mpf(rng.gauss(0, 1)) * 10 ** rng.randint(-5, 5) for _ in range(7)]
+        for lmax in (0, 3, 6):
+            expected = [mp.fsum(a[l] * g[k - l] for l in range(min(k, lmax) + 1)) for k in range(len(g))]
+            assert _same(series.rounded_convolution(a, g, lmax), expected)
+        bound = mpf("0.37")
+        powers = [(bound**k)._mpf_ for k in range(len(a))]
+        assert _same(flow._term_sizes(a, powers), [abs(c) * bound**k for k, c in enumerate(a)])
 
 
 def test_earliest_root_matches_mpf_bisection_and_newton():

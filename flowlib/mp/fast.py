@@ -19,6 +19,7 @@ Numbers are raw mpf tuples ``(sign, man, exp, bc)`` (``x._mpf_``); ``prec`` is t
 
 from __future__ import annotations
 
+from functools import lru_cache
 from operator import mul
 
 from mpmath import mp
@@ -33,22 +34,25 @@ class Inexact(Exception):
 
 def round_nearest(man: int, exp: int, prec: int) -> tuple:
     """``man 2^exp`` rounded to ``prec`` bits, to nearest with ties to even: ``from_man_exp(man, exp, prec, 'n')``."""
-    if not man:
-        return fzero
-    sign = 0
-    if man < 0:
-        sign, man = 1, -man
-    bc = man.bit_length()
-    if bc > prec:
-        n = bc - prec
+    if man > 0:
+        return round_magnitude(0, man, exp, prec)
+    if man:
+        return round_magnitude(1, -man, exp, prec)
+    return fzero
+
+
+def round_magnitude(sign: int, man: int, exp: int, prec: int) -> tuple:
+    """:func:`round_nearest` of ``(-1)^sign man 2^exp`` for ``man > 0``."""
+    n = man.bit_length() - prec
+    if n > 0:
         t = man >> (n - 1)
         man = (t >> 1) + 1 if t & 1 and (t & 2 or man & ((1 << (n - 1)) - 1)) else t >> 1
         exp += n
-    if not man & 1:
-        zeros = (man & -man).bit_length() - 1
-        man >>= zeros
-        exp += zeros
-    return sign, man, exp, man.bit_length()
+    if man & 1:
+        return sign, man, exp, man.bit_length()
+    zeros = (man & -man).bit_length() - 1
+    man >>= zeros
+    return sign, man, exp + zeros, man.bit_length()
 
 
 def div_int(x: tuple, d: int, prec: int) -> tuple:
@@ -57,17 +61,24 @@ def div_int(x: tuple, d: int, prec: int) -> tuple:
     sign, man, exp, bc = x
     if not man:
         return x
-    zeros = (d & -d).bit_length() - 1
-    d >>= zeros
+    odd, zeros, bits = _odd_part(d)
     exp -= zeros
-    if d == 1:
-        return round_nearest(-man if sign else man, exp, prec)
-    extra = max(prec - bc + d.bit_length() + 5, 5)
-    quot, rem = divmod(man << extra, d)
+    if odd == 1:
+        return round_magnitude(sign, man, exp, prec)
+    extra = prec - bc + bits + 5
+    if extra < 5:
+        extra = 5
+    quot, rem = divmod(man << extra, odd)
     if rem:
-        quot = (quot << 1) + 1
-        extra += 1
-    return round_nearest(-quot if sign else quot, exp - extra, prec)
+        return round_magnitude(sign, (quot << 1) + 1, exp - extra - 1, prec)
+    return round_magnitude(sign, quot, exp - extra, prec)
+
+
+@lru_cache(maxsize=256)
+def _odd_part(d: int) -> tuple:
+    """``(odd, zeros, odd.bit_length())`` with ``d = odd 2^zeros``."""
+    zeros = (d & -d).bit_length() - 1
+    return d >> zeros, zeros, (d >> zeros).bit_length()
 
 
 def times(x: tuple, y: tuple, prec: int) -> tuple:
@@ -75,7 +86,7 @@ def times(x: tuple, y: tuple, prec: int) -> tuple:
     xs, xm, xe, _ = x
     ys, ym, ye, _ = y
     if xm and ym:
-        return round_nearest(-(xm * ym) if xs ^ ys else xm * ym, xe + ye, prec)
+        return round_magnitude(xs ^ ys, xm * ym, xe + ye, prec)
     if (xm or not xe) and (ym or not ye):
         return fzero  # a finite number times 0
     return mpf_mul(x, y, prec, ROUND_NEAREST)

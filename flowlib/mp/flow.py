@@ -24,16 +24,17 @@ import time
 from dataclasses import dataclass, field
 
 from mpmath import mp, mpf
+from mpmath.libmp import mpf_abs, mpf_mul, mpf_pow_int
 
 from flowlib.kernels import status as kstatus
-from flowlib.kernels.constants import CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, EVENT_ZENO, LOWEST_ORDER, \
-    NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN, STEP_SAFETY_EXPONENT
+from flowlib.kernels.constants import ADAPTIVE_MARGIN, CONVERGED_ROUNDINGS, EVENT_SLIDE_END, EVENT_TIE, EVENT_ZENO, \
+    LOWEST_ORDER, MIN_ORDER, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN, STEP_SAFETY_EXPONENT
 from flowlib.mp import events as mpevents, linalg, zeno
 from flowlib.mp.inclusion import inclusion_residual
 from flowlib.mp.roots import earliest_root, excluded
 from flowlib.mp.tolerances import tolerance
 from flowlib.mp.series import LOSS_SQUARE, MPData, flat_loss_radius, horner, loss_value, preactivations, \
-    residual_weights, slopes, taylor_coefficients, state_at, velocity_energy, velocity_energy_log
+    residual_weights, rounded_convolution, slopes, taylor_coefficients, state_at, velocity_energy, velocity_energy_log
 from flowlib.progress import report
 from flowlib.running import StepInterrupted, progress_bar, sigint_flag
 from flowlib.statuses import Status, at_time, flow_stop
@@ -71,6 +72,7 @@ class _Integrator:
         self.P = P
         self.top = order  # the tolerance's Taylor order; self.K is the step's (:meth:`_next_order`)
         self.K = order
+        self.low = order  # the lowest order the step may stop at (:meth:`_adaptive_order`)
         self.tol = tol
         self.caratheodory = caratheodory
         self.selection = selection
@@ -96,6 +98,7 @@ class _Integrator:
         # and the switching polynomials examined (:meth:`_locate_events`): the kernel's workspace
         self.C = self.Z = self.G = self.F = None
         self.Zt = {}
+        self._power_cache = None  # (bound, [bound**k]) of the last exit-root search (:meth:`_powers`)
 
     # ----- helpers ----------------------------------------------------------------------------------------
     @property
@@ -129,12 +132,12 @@ class _Integrator:
         :meth:`restore`."""
         return ([list(row) for row in self.P], self.t, [list(row) for row in self.active],
                 [list(row) for row in self.mode], [list(row) for row in self.drop], len(self.events), set(self.reheld),
-                self.K, list(self.zeno), self.dissipated, self.pending)
+                self.K, self.low, list(self.zeno), self.dissipated, self.pending)
 
     def restore(self, saved: tuple) -> None:
         """Undo an unfinished step (Ctrl-C inside it): back to the :meth:`snapshot` taken before it."""
-        P, self.t, self.active, self.mode, self.drop, n_events, self.reheld, self.K, instants, self.dissipated, \
-            self.pending = saved
+        P, self.t, self.active, self.mode, self.drop, n_events, self.reheld, self.K, self.low, instants, \
+            self.dissipated, self.pending = saved
         self.P = P
         self.zeno = zeno.memory()
         self.zeno.extend(instants)
@@ -202,12 +205,14 @@ class _Integrator:
     def _exit_root(self, poly, phi, beta, bound, span, band):
         """Earliest root in ``(0, bound]`` of the exit polynomial ``poly`` (kernel ``_exit_root``, with its noise band
         ``band`` and the step's ``span``), or None."""
-        size_h = max(abs(c) * bound**k for k, c in enumerate(poly))
-        size_phi = max(abs(c) * bound**k for k, c in enumerate(phi))
+        powers = self._powers(bound, max(len(poly), len(phi)))
+        terms = _term_sizes(poly, powers)
+        size_h = max(terms)
+        size_phi = max(_term_sizes(phi, powers))
         if size_h <= self.noise * size_phi:
             return None
         on_bound = abs(poly[0]) <= self.noise * abs(phi[0])
-        if on_bound and max(abs(c) * bound**k for k, c in enumerate(poly) if k) <= self.stay * size_phi:
+        if on_bound and max(terms[1:]) <= self.stay * size_phi:
             return None
         out = _outward(phi, beta)
         if not on_bound and out * poly[0] > 0 and band > 0:
@@ -220,6 +225,16 @@ class _Integrator:
         if tau is not None and tau <= bound and not _beyond_band(poly, out, band, span):
             return None
         return tau
+
+    def _powers(self, bound, count):
+        """``[bound**k for k < count]`` as raw mpf, kept for the next call with the same ``bound`` (the exit
+        polynomials of one step are searched on a few bounds)."""
+        key = bound._mpf_
+        cached = self._power_cache
+        if cached is None or cached[0] != key or len(cached[1]) < count:
+            prec, rnd = mp._prec_rounding
+            cached = self._power_cache = (key, [mpf_pow_int(key, k, prec, rnd) for k in range(count)])
+        return cached[1]
 
     def _leaving_bound(self, poly, phi, beta, h, band):
         """The multiplier sits on ``beta`` and moves out of ``[leak, 1]`` (kernel ``_leaving_bound``)."""
@@ -294,6 +309,7 @@ class _Integrator:
             first = len(self.events)
             self._classify_reached(held, h, span, found)
             self.K = self._next_order(h, size, found)
+            self.low = min(self.K, MIN_ORDER) if found else self.K
             # 6. an event instant goes to the Zeno detector; an accumulation it completes is passed next
             if len(self.events) > first:
                 self.pending = self._zeno_record(first, t_end)
@@ -328,14 +344,16 @@ class _Integrator:
         """Stage 2 (kernel ``_held_series``): the held surfaces, the Taylor coefficients of the state (``self.C``;
         ``self.Z``, ``self.G``: those of the pre-activations and residual weights) and of each held surface's
         multiplier ``num / den`` (:meth:`_multiplier_series`) and of ``phi = a_j G_i``; with each exit polynomial
-        ``num - beta den``."""
-        data, K = self.data, self.K
+        ``num - beta den``. The series go to ``self.K``, or from ``self.low < self.K`` on only as far as the next
+        crossing needs (:meth:`_adaptive_order`, which lowers ``self.K``)."""
+        data = self.data
         per_neuron, slots, dependent, null = self._held_surfaces()
-        series = taylor_coefficients(data, self.S, self.P, K, per_neuron, self.t if self.log_clock else None)
+        series = taylor_coefficients(data, self.S, self.P, self.K, per_neuron, self.t if self.log_clock else None)
         self.C, self.Z, self.G, self.F = series.C, series.Z, series.G, series.F
+        K = self.K = self._adaptive_order(series)
         lmax = K - 1 if data.train_outer else 0
         C, G, da = self.C, self.G, data.da
-        phi = [[mp.fsum(C[l][j][da] * G[k - l][i] for l in range(min(k, lmax) + 1)) for k in range(K)]
+        phi = [rounded_convolution([C[l][j][da] for l in range(lmax + 1)], [G[o][i] for o in range(K)], lmax)
                for i, j in slots]
         num, den = self._multiplier_series(per_neuron, slots)
         exits = {}
@@ -346,6 +364,39 @@ class _Integrator:
                 exits[slot, beta] = [p - beta * q for p, q in zip(num[slot], den[slot])]
         groups = self._group_exits(per_neuron, dependent, null, den)
         return Held(per_neuron, slots, dependent, null, series.Cm, phi, num, den, exits, {}, groups)
+
+    def _adaptive_order(self, series) -> int:
+        """Kernel ``_adaptive_series``: the order the step stops at, the first from ``self.low`` on (at least
+        ``LOWEST_ORDER`` where a surface was released at this instant) whose step reaches ``ADAPTIVE_MARGIN`` times
+        the predicted time of the next crossing (:meth:`_linear_crossing`), at most ``self.K``; the series, computed to
+        ``self.K``, are cut there (their coefficients do not depend on the orders above)."""
+        low, top = self.low, self.K
+        if low < top and any(d == DROP_RELEASED for row in self.drop for d in row):
+            low = min(top, max(low, LOWEST_ORDER))
+        if low >= top:
+            return top
+        C = self.C
+        target = ADAPTIVE_MARGIN * self._linear_crossing()
+        size = _max_abs(C[0]) or mpf(1)
+        K = low
+        while K < top and _taylor_step(size, _max_abs(C[K - 1]), _max_abs(C[K]), K, self.tol) < target:
+            K += 1
+        if K < top:
+            self.C, self.Z, self.G, self.F = C[:K + 1], self.Z[:K + 1], self.G[:K], self.F[:K]
+            series.Cm[:] = [row[:K] for row in series.Cm]
+        return K
+
+    def _linear_crossing(self):
+        """Kernel ``_linear_crossing``: the earliest time at which a free switching function's linear part reaches 0,
+        over the surfaces not just crossed or left (``inf`` when every one moves away)."""
+        Z0, Z1 = self.Z[0], self.Z[1]
+        best = mp.inf
+        for i in range(self.data.n):
+            for j in range(len(self.P)):
+                z0, z1 = Z0[i][j], Z1[i][j]
+                if z0 * z1 < 0 and self.mode[i][j] == FREE and self.drop[i][j] == DROP_NONE:
+                    best = min(best, -z0 / z1)
+        return best
 
     def _multiplier_series(self, per_neuron, slots):
         """Kernel ``_multiplier_series``: per slot, the Taylor coefficients (orders ``0..K - 1``) of the multiplier's
@@ -475,16 +526,17 @@ class _Integrator:
     def _vanishing_terms(self, i, j, g):
         """Kernel ``_vanishing_terms``: the leading coefficients of the switching polynomial ``g`` that the root
         search divides out. A surface released at this instant is left tangentially (2) unless ``z_ij'(0)``
-        exceeds ``tolerance("stay")`` of ``|p_j'| |Xa_i|``, the neuron's speed times the normal's size (a class of
-        surfaces on one hyperplane released together with the side's slopes): then only ``z_ij(0)`` vanishes
-        (1)."""
+        exceeds ``tolerance("stay")`` of ``|p_j'| |Xa_i|``, the neuron's speed times the normal's size, and points to
+        the side the surface is on (a class of surfaces on one hyperplane released together with the side's
+        slopes): then only ``z_ij(0)`` vanishes (1)."""
         drop = self.drop[i][j]
         if drop != DROP_RELEASED:
             return drop
         data = self.data
         speed = mp.sqrt(mp.fdot(self.C[1][j][:data.da], self.C[1][j][:data.da]))
         size = mp.sqrt(mp.fdot(data.Xa[i], data.Xa[i]))
-        return DROP_CROSSED if abs(g[1]) > tolerance("stay") * speed * size else DROP_RELEASED
+        genuine = abs(g[1]) > tolerance("stay") * speed * size and (g[1] > 0) == self.active[i][j]
+        return DROP_CROSSED if genuine else DROP_RELEASED
 
     def _group_exits(self, per_neuron, dependent, null, den):
         """Kernel ``_group_exits``: the combined exit polynomials of the neurons held on dependent hyperplanes, each
@@ -828,6 +880,14 @@ def _sign_at(coefs, tau, derivative=0):
     if abs(value) > tolerance("exit_side") * max((abs(x) for x in terms), default=mpf(0)):
         return 1 if value > 0 else -1
     return 0
+
+
+def _term_sizes(coefs, powers) -> list:
+    """``abs(c_k) * bound**k`` for each coefficient (mpf, rounded as that expression), ``powers`` the raw
+    ``bound**k``."""
+    prec, rnd = mp._prec_rounding
+    make = mp.make_mpf
+    return [make(mpf_mul(mpf_abs(c._mpf_, prec, rnd), p, prec, rnd)) for c, p in zip(coefs, powers)]
 
 
 def _beyond_band(poly, out, band, span):

@@ -19,7 +19,7 @@ from mpmath import mp, mpf
 from mpmath.libmp import fone, from_int, fzero, mpf_add, mpf_div, mpf_mul, mpf_mul_int, mpf_pow_int, mpf_sub, mpf_sum
 from mpmath.libmp import round_nearest as ROUND_NEAREST
 
-from flowlib.mp.fast import Fixed, Inexact, Track, check_span, div_int, dot, mul_add, round_nearest, times
+from flowlib.mp.fast import Fixed, Inexact, Track, arithmetic, check_span, div_int, dot, mul_add, round_nearest, times
 from flowlib.problem import Problem
 
 LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = 0, 1, 2
@@ -275,7 +275,40 @@ def _switching(Ck, inputs: _Inputs, da: int, prec: int) -> list:
 
 def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
     """:func:`taylor_coefficients` on Python integers (raises :class:`~flowlib.mp.fast.Inexact` where it cannot
-    reproduce ``mp.fdot``)."""
+    reproduce ``mp.fdot``).
+
+    A neuron whose slopes are all 0 (held surfaces included) does not move without weight decay: its velocity is
+    an exact 0 at every order, and so are the coefficients of order ``k >= 1`` of its state, pre-activations and
+    projection coefficients; its products add exact zeros to every sum (which ``mpf_sum`` skips). The
+    recurrences run on the other neurons (:func:`_taylor_moving`) and the still ones are filled in."""
+    n_slots = sum(len(c) for c in constraints)
+    moving = [j for j in range(len(P)) if data.decay or any(row[j] for row in S)]
+    if not moving or len(moving) == len(P):
+        return _taylor_moving(data, S, P, order, constraints, s0, n_slots)
+    part = _taylor_moving(data, [[row[j] for j in moving] for row in S], [P[j] for j in moving], order,
+                          [constraints[j] for j in moving], s0, n_slots)
+    return _with_still_neurons(data, part, P, moving, constraints, order)
+
+
+def _with_still_neurons(data: MPData, part: Series, P, moving, constraints, order: int) -> Series:
+    """The series of the whole network from ``part``, that of the neurons ``moving``: the others keep their state
+    (exact zeros at every order above 0, and in the projection coefficients of their held surfaces)."""
+    zero = mpf(0)
+    for j in set(range(len(P))) - set(moving):
+        for slot, _, _ in constraints[j]:
+            part.Cm[slot] = [zero] * order
+    where = {j: p for p, j in enumerate(moving)}
+    width = data.da + 1
+    C = [[list(part.C[0][where[j]]) if j in where else list(P[j]) for j in range(len(P))]]
+    C += [[Ck[where[j]] if j in where else [zero] * width for j in range(len(P))] for Ck in part.C[1:]]
+    prec = mp.prec
+    Z = [_wrap(_switching([[x._mpf_ for x in row] for row in P], _Inputs(data), data.da, prec))]
+    Z += [[[row[where[j]] if j in where else zero for j in range(len(P))] for row in Zk] for Zk in part.Z[1:]]
+    return Series(C=C, Z=Z, G=part.G, Cm=part.Cm, F=part.F)
+
+
+def _taylor_moving(data: MPData, S, P, order: int, constraints, s0, n_slots: int) -> Series:
+    """The recurrences of :func:`_taylor_integer` for the neurons of ``P`` (``n_slots`` held surfaces in all)."""
     n, m, da = data.n, len(P), data.da
     prec = mp.prec
     train = data.train_outer
@@ -284,11 +317,13 @@ def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
     Sr = [[s._mpf_ for s in row] for row in S]
     normals = [[x._mpf_ for x in row] for row in data.normals]
     held = [[(slot, normals[i], [x._mpf_ for x in row]) for slot, i, row in c] for c in constraints]
-    Cm = [[] for _ in range(sum(len(c) for c in constraints))]
+    Cm = [[] for _ in range(n_slots)]
     C = [[[x._mpf_ for x in row] for row in P]]
     Z, F, G, A0, A1, A2 = [], [], [], [], [], []
     # by order: a^[l]_j, U^[l]_ij (component i m + j), G^[l]_i, R^[l]_jq (component q m + j)
     a, U, g, R = Track(m), Track(n * m), Track(n), Track(da * m)
+    cells = [[j for j in range(m) if Sr[i][j] != fzero] for i in range(n)]
+    rows = [[i for i in range(n) if Sr[i][j] != fzero] for j in range(m)]
     for k in range(order):
         if k == _REGRID_ORDER:
             _regrid((a, U, g, R), U.lo)
@@ -298,13 +333,13 @@ def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
         if train or k == 0:
             a.append([row[da] for row in Ck])
         lmax = k if train else 0
-        F.append([mp.make_mpf(f) for f in _outputs(a, U, lmax, k, n, m, prec)])
+        F.append([mp.make_mpf(f) for f in _outputs(a, U, lmax, k, cells, prec)])
         _loss_derivative_order(data, F, k, G, A0, A1, A2, s0)
         g.append([x._mpf_ for x in G[k]])
         R.append(_residual_rows(Sr, G[k], inputs, prec))
         velocity = _velocity(a, R, lmax, k, m, da, prec)
         if train:
-            outer = _outer_velocity(g, U, k, n, m, prec)
+            outer = _outer_velocity(g, U, k, rows, prec)
         nxt = []
         for j in range(m):
             v = [velocity[q][j] for q in range(da)]
@@ -339,33 +374,53 @@ def _regrid(tracks, lo) -> None:
             track.regrid(slope)
 
 
-def _outputs(a: Track, U: Track, lmax: int, k: int, n: int, m: int, prec: int) -> list:
-    """``f_i^[k] = fdot(a^[0..lmax], U_i^[k..k-lmax])`` over ``l`` then ``j`` (raw)."""
+def _outputs(a: Track, U: Track, lmax: int, k: int, cells, prec: int) -> list:
+    """``f_i^[k] = fdot(a^[0..lmax], U_i^[k..k-lmax])`` (raw). ``cells[i]`` lists the neurons with a slope
+    ``s_ij != 0`` (``U_ij`` is an exact 0 at every order for the others): the exact sum is taken over them, by
+    neuron, where they are fewer than the orders, else over ``l``."""
     check_span([(a.lo[l], a.hi[l], U.lo[k - l], U.hi[k - l]) for l in range(lmax + 1)], prec)
     exp = a.exp_at(0) + U.exp_at(k)
-    return [round_nearest(sum(sum(map(mul, a.blocks[l], U.blocks[k - l][i * m:(i + 1) * m])) for l in range(lmax + 1)),
-                          exp, prec) for i in range(n)]
+    m = len(a.columns)
+    out = []
+    for i, cell in enumerate(cells):
+        if len(cell) <= lmax:
+            total = sum(sum(map(mul, a.columns[j], reversed(U.columns[i * m + j]))) for j in cell)
+        else:
+            total = sum(sum(map(mul, a.blocks[l], U.blocks[k - l][i * m:(i + 1) * m])) for l in range(lmax + 1))
+        out.append(round_nearest(total, exp, prec))
+    return out
 
 
-def _outer_velocity(g: Track, U: Track, k: int, n: int, m: int, prec: int) -> list:
-    """``a_j' = -fdot(G^[0..k], U_.j^[k..0])`` over ``l`` then ``i`` (raw)."""
+def _outer_velocity(g: Track, U: Track, k: int, rows, prec: int) -> list:
+    """``a_j' = -fdot(G^[0..k], U_.j^[k..0])`` (raw), the exact sum over the samples ``rows[j]`` with a slope
+    ``s_ij != 0`` (``U_ij`` is an exact 0 at every order for the others)."""
     check_span([(g.lo[l], g.hi[l], U.lo[k - l], U.hi[k - l]) for l in range(k + 1)], prec)
     exp = g.exp_at(0) + U.exp_at(k)
-    return [round_nearest(-sum(sum(map(mul, g.columns[i], reversed(U.columns[i * m + j]))) for i in range(n)), exp,
-                          prec) for j in range(m)]
+    m = len(rows)
+    return [round_nearest(-sum(sum(map(mul, g.columns[i], reversed(U.columns[i * m + j]))) for i in row), exp, prec)
+            for j, row in enumerate(rows)]
 
 
 def _residual_rows(Sr, Gk, inputs: _Inputs, prec: int) -> list:
-    """Order ``k`` of ``R_jq = fdot(s_.j G_., Xa[.][q])`` (raw), component ``q m + j``."""
+    """Order ``k`` of ``R_jq = fdot(s_.j G_., Xa[.][q])`` (raw), component ``q m + j``. ``R_j`` depends on ``j``
+    through the slopes ``s_.j`` only: each distinct column of slopes is summed once."""
     n, m = len(Sr), len(Sr[0])
     Gr = [x._mpf_ for x in Gk]
-    block = Fixed([_scale(Sr[i][j], Gr[i], prec) for j in range(m) for i in range(n)])
+    patterns, which = {}, []
+    for j in range(m):
+        which.append(patterns.setdefault(tuple(Sr[i][j] for i in range(n)), len(patterns)))
+    # the same values as the block of every neuron's s_ij G_i, so the same exponent range
+    block = Fixed([_scale(s, g, prec) for pattern in patterns for s, g in zip(pattern, Gr)])
     if block.ints is None:
         raise Inexact
     check_span([(block.lo, block.hi, inputs.lo, inputs.hi)], prec)
-    rows = [block.ints[j * n:(j + 1) * n] for j in range(m)]
+    rows = [block.ints[p * n:(p + 1) * n] for p in range(len(patterns))]
     exp = block.exp + inputs.exp
-    return [round_nearest(sum(map(mul, row, col)), exp, prec) for col in inputs.columns for row in rows]
+    out = []
+    for col in inputs.columns:
+        sums = [round_nearest(sum(map(mul, row, col)), exp, prec) for row in rows]
+        out.extend(sums[p] for p in which)
+    return out
 
 
 def _velocity(a: Track, R: Track, lmax: int, k: int, m: int, da: int, prec: int) -> list:
@@ -450,9 +505,28 @@ def _taylor_reference(data: MPData, S, P, order: int, constraints, s0=None) -> S
 
 
 
+def rounded_convolution(a, g, lmax: int) -> list:
+    """``[mp.fsum(a[l] * g[k - l] for l in range(min(k, lmax) + 1)) for k in range(len(g))]`` (mpf lists; each
+    product rounded, each sum exact and rounded once), on raw mpf."""
+    prec, rnd = mp._prec_rounding
+    product = arithmetic(rnd)[0]
+    a = [x._mpf_ for x in a[:lmax + 1]]
+    g = [x._mpf_ for x in g]
+    make = mp.make_mpf
+    return [make(mpf_sum([product(a[l], g[k - l], prec) for l in range(min(k, lmax) + 1)], prec, rnd))
+            for k in range(len(g))]
+
+
 def _horner_raw(coefs, tau, prec, rnd):
-    """``sum_k coefs[k] tau^k`` over raw mpf, rounded at each step as mpf arithmetic is."""
+    """``sum_k coefs[k] tau^k`` over raw mpf, rounded at each step as mpf arithmetic is. Exact zeros at the top
+    (for a finite ``tau``) keep the sum at 0, so the steps over them are left out."""
     acc = coefs[-1]
+    if acc == fzero and len(coefs) > 1 and (tau[1] or not tau[2]):
+        top = len(coefs) - 1
+        while top and coefs[top] == fzero:
+            top -= 1
+        coefs = coefs[:top + 1]
+        acc = mpf_add(fzero, coefs[-1], prec, rnd)  # 0 * tau + c
     if rnd == ROUND_NEAREST:
         for c in reversed(coefs[:-1]):
             acc = mul_add(acc, tau, c, prec)
@@ -477,18 +551,32 @@ def state_at(C, tau) -> list:
     return [[make(_horner_raw([Ck[j][q]._mpf_ for Ck in C], t, prec, rnd)) for q in range(w)] for j in range(m)]
 
 
+def _moving_entries(C) -> list:
+    """Raw rows of ``C[1:]`` flattened, keeping only the entries (``(j, q)`` positions) that are not an exact 0 at
+    every order: the others add exact zeros to every dot product of the derivative's coefficients."""
+    rows = [[x._mpf_ for row in Ck for x in row] for Ck in C[1:]]
+    if not rows:
+        return rows
+    keep = [p for p in range(len(rows[0])) if any(row[p] != fzero for row in rows)]
+    if len(keep) == len(rows[0]):
+        return rows
+    return [[row[p] for p in keep] for row in rows]
+
+
 def _derivative_blocks(C, h=None) -> list:
     """``D[k] = (k + 1) C[k + 1] h^k`` flattened, as :class:`~flowlib.mp.fast.Fixed` blocks (rounded as the mpf
-    expression ``(k + 1) * c * h**k``; without ``h``, ``(k + 1) * c``)."""
+    expression ``(k + 1) * c * h**k``; without ``h``, ``(k + 1) * c``), without the entries that are 0 at every
+    order (:func:`_moving_entries`)."""
     prec, rnd = mp._prec_rounding
     product = times if rnd == ROUND_NEAREST else (lambda x, y, prec: mpf_mul(x, y, prec, rnd))
     blocks = []
-    for k in range(len(C) - 1):
+    for k, row in enumerate(_moving_entries(C)):
         factor = from_int(k + 1)
-        scaled = [product(x._mpf_, factor, prec) for row in C[k + 1] for x in row]
+        scaled = [x if x == fzero else product(x, factor, prec) for x in row]
         if h is not None:
             hk = mpf_pow_int(h._mpf_, k, prec, rnd)
-            scaled = [product(x, hk, prec) for x in scaled]
+            finite = hk[1] or not hk[2]  # 0 times a finite number is 0
+            scaled = [x if x == fzero and finite else product(x, hk, prec) for x in scaled]
         blocks.append(Fixed(scaled))
     return blocks
 
@@ -499,9 +587,12 @@ def velocity_energy(C, h) -> mpf:
     divide = div_int if rnd == ROUND_NEAREST else (lambda x, d, prec: mpf_div(x, from_int(d), prec, rnd))
     K = len(C) - 1
     D = _derivative_blocks(C, h)
+    nonzero = [k for k in range(K) if D[k].lo is not None or D[k].ints is None]  # the others' dots are exact 0
     total = []
-    for k in range(K):
-        for l in range(k, K):
+    for k in nonzero:
+        for l in nonzero:
+            if l < k:
+                continue
             value = divide(dot(D[k], D[l]), k + l + 1, prec)
             total.append(value if k == l else mpf_mul_int(value, 2, prec, rnd))
     return mp.make_mpf(mpf_mul(mpf_sum(total, prec, rnd), h._mpf_, prec, rnd))
