@@ -6,7 +6,7 @@ loads it from the cache (or compiles it), :func:`write_map` reads the functions'
 symbol tables, anchors them at the addresses Numba resolved, and writes ``/tmp/perf-<pid>.map`` (the format
 ``perf`` reads for code generated at run time). :func:`profile` then runs a workload in a loop while ``perf record``
 samples this process, and :func:`shares` groups the samples by kernel function (``series.taylor_coefficients``,
-``driver._scan_switching``, ...), BLAS, Numba's reference counting, the Python interpreter and the rest.
+``driver.earliest_switching``, ...), BLAS, Numba's reference counting, the Python interpreter and the rest.
 
 ``python -m benchmarks.kernel_profile B1-os`` (or ``B8``; ``--seconds`` to sample longer) prints the table that
 BENCHMARKS.md quotes. It needs ``perf`` on the ``PATH`` and permission to sample this process; without them the map is
