@@ -167,9 +167,10 @@ def earliest_switching(Xa, C, Ct, ct_ready, pn, xn, order, Z0, Z1, mode, drop, a
     |Xa_i| sum_{k >= 2} |p_j^[k]| tau^k`` (with a margin of ``LINEAR_CLEAR`` for rounding), one sample's row at a
     time and without branches (the compiler vectorises it): one that provably has no root is skipped, so the screen
     costs ``O(n m + order m)`` plus ``O(order d)`` per pair it cannot rule out (its coefficients, then the exact
-    exclusion tests and, rarely, root isolation). Surfaces just crossed or left (``drop > 0``) are always examined. The screen's interval is the bound
-    widened by ``SIMULTANEOUS``, so that the pairs it could not rule out (``cand[:n_cand]``, flat indices ``i m + j``)
-    hold every surface reached within that of the step's end: :func:`reached_switching` examines only those.
+    exclusion tests and, rarely, root isolation). Surfaces just crossed or left (``drop > 0``) are always examined.
+    The screen's interval is the bound widened by ``SIMULTANEOUS``, so that the pairs it could not rule out
+    (``cand[:n_cand]``, flat indices ``i m + j``) hold every surface reached within that of the step's end:
+    :func:`reached_switching` examines only those.
     """
     n, m = Z0.shape
     K = order
