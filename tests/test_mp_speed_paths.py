@@ -192,24 +192,30 @@ def test_track_moves_its_exponents_exactly(slope):
         track.append([(0, 0, -456, -2), (0, 0, 0, 0)])  # +inf
 
 
+def _assert_horner_and_energy_are_the_mpf_expressions(C, h):
+    """``state_at`` and ``velocity_energy`` of the coefficients ``C`` at ``h`` equal, bit for bit, Horner's rule and
+    the energy's double sum written with plain mpf arithmetic."""
+    m, w = len(C[0]), len(C[0][0])
+    for j in range(m):
+        for q in range(w):
+            acc = C[-1][j][q]
+            for k in range(len(C) - 2, -1, -1):
+                acc = acc * h + C[k][j][q]
+            assert series.state_at(C, h)[j][q]._mpf_ == acc._mpf_
+    D = [[(k + 1) * C[k + 1][j][q] * h**k for j in range(m) for q in range(w)] for k in range(len(C) - 1)]
+    total = []
+    for k in range(len(D)):
+        for l in range(k, len(D)):
+            dot = mp.fdot(D[k], D[l]) / (k + l + 1)
+            total.append(dot if k == l else 2 * dot)
+    assert series.velocity_energy(C, h)._mpf_ == (mp.fsum(total) * h)._mpf_
+
+
 def test_horner_and_energy_match_mpf_arithmetic():
     rng = random.Random(5)
     with mp.workdps(35):
         C = [[[mpf(rng.gauss(0, 1)) / (k + 1) ** 2 for _ in range(3)] for _ in range(4)] for k in range(9)]
-        h = mpf("0.3")
-        for j in range(4):
-            for q in range(3):
-                acc = C[-1][j][q]
-                for k in range(len(C) - 2, -1, -1):
-                    acc = acc * h + C[k][j][q]
-                assert series.state_at(C, h)[j][q] == acc
-        D = [[(k + 1) * C[k + 1][j][q] * h**k for j in range(4) for q in range(3)] for k in range(len(C) - 1)]
-        total = []
-        for k in range(len(D)):
-            for l in range(k, len(D)):
-                dot = mp.fdot(D[k], D[l]) / (k + l + 1)
-                total.append(dot if k == l else 2 * dot)
-        assert series.velocity_energy(C, h) == mp.fsum(total) * h
+        _assert_horner_and_energy_are_the_mpf_expressions(C, mpf("0.3"))
 
 
 def test_horner_and_energy_of_partly_still_coefficients_match_mpf_arithmetic():
@@ -218,20 +224,7 @@ def test_horner_and_energy_of_partly_still_coefficients_match_mpf_arithmetic():
     with mp.workdps(33):
         C = [[[mpf(rng.gauss(0, 1)) / (k + 1) ** 2 if (j != 1 or k == 0) and k not in (4, 8) else mpf(0)
                for _ in range(3)] for j in range(3)] for k in range(9)]
-        h = mpf("0.7")
-        for j in range(3):
-            for q in range(3):
-                acc = C[-1][j][q]
-                for k in range(len(C) - 2, -1, -1):
-                    acc = acc * h + C[k][j][q]
-                assert series.state_at(C, h)[j][q]._mpf_ == acc._mpf_
-        D = [[(k + 1) * C[k + 1][j][q] * h**k for j in range(3) for q in range(3)] for k in range(len(C) - 1)]
-        total = []
-        for k in range(len(D)):
-            for l in range(k, len(D)):
-                dot = mp.fdot(D[k], D[l]) / (k + l + 1)
-                total.append(dot if k == l else 2 * dot)
-        assert series.velocity_energy(C, h)._mpf_ == (mp.fsum(total) * h)._mpf_
+        _assert_horner_and_energy_are_the_mpf_expressions(C, mpf("0.7"))
 
 
 def test_rounded_convolution_and_exit_term_sizes_match_the_mpf_expressions():
