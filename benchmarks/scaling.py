@@ -123,7 +123,7 @@ class StepParts:
         self.Xa, self.P = Xa, P
         self.Z0 = np.ascontiguousarray(Xa @ P[:, :da].T)
         self.S = np.ascontiguousarray((self.Z0 > 0.0).astype(np.float64))
-        self.recurrence = series.series_work(K, n, m, da)
+        self.recurrence = series.series_work(K, n, m, da, self.network().Xc.shape[1])
         self.C, self.G = self.recurrence.C, self.recurrence.G
         self.C[0] = P
         self.recurrence.Z0[:] = self.Z0  # the recurrence reads the pre-activations of C[0]

@@ -1032,7 +1032,7 @@ def _workspace(net, method, state):
     for i in range(n):
         xn[i] = scaled_norm(Xa[i]) * _RADIUS_FACTOR
         reach[i] = _reach(Xa, i, net.bias)
-    return Workspace(series_work(K, n, m, da), np.empty((m, da, K)),
+    return Workspace(series_work(K, n, m, da, net.Xc.shape[1]), np.empty((m, da, K)),
                      np.zeros(m, np.bool_), np.empty((K, m)), np.empty(m), np.empty(K + 1), xn, np.empty((n, m)),
                      np.zeros((n, m), np.bool_), np.zeros((n, m), np.int8), np.zeros((n, m), np.bool_),
                      np.empty((6, max(K + 1, STACK))), np.empty(K + 1), np.empty(K + 1), np.empty(n),
@@ -1352,7 +1352,7 @@ def _classify_reached(net, method, state, ws, held, h, span, found, n_cand, t, e
     if found:
         reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.series.Z0, ws.series.Z1, drop, state.active,
                           reach, hit, ws.work, ws.poly_g, ws.cand, n_cand)
-    preactivations(Xa, state.P, ws.series.Z0)
+    preactivations(net.Xc, state.P, ws.series.Z0, net.cols)
     drop[:, :] = DROP_NONE
     ws.reheld[:, :] = False
     ws.released[0] = 0
@@ -1543,7 +1543,7 @@ def _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, step
     n_ev = _log(events, n_ev, t_acc, EVENT_ZENO, events.neuron[first_event], events.sample[first_event], 0, ratio)
     memory.count[0] = 0
     slopes_from_state(state.active, state.mode, net.leak, ws.S)
-    preactivations(net.Xa, state.P, ws.series.Z0)
+    preactivations(net.Xc, state.P, ws.series.Z0, net.cols)
     code, n_ev = _resolve(net, method, state, ws, t_acc, events, n_ev)
     return code, t_acc, n_ev, n_steps + 1
 
@@ -1621,7 +1621,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     low = state.order[1] if 0 < state.order[1] <= K else K
     ws = _workspace(net, method, state)
     slopes_from_state(active, mode, net.leak, ws.S)
-    preactivations(net.Xa, P, ws.series.Z0)
+    preactivations(net.Xc, P, ws.series.Z0, net.cols)
     ws.released[0] = np.sum(drop == DROP_RELEASED)
     t = clock[0]
     n_steps = 0
@@ -1739,16 +1739,17 @@ def _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h
 
 
 @jit
-def surface_sides(Xa, P, bias, Z, active, mode):
+def surface_sides(Xa, Xc, cols, P, bias, Z, active, mode):
     """Side (``z_ij > 0``) and mode of every surface at the packed state ``P``, as :func:`integrate_chunk` starts
-    from them; ``Z`` (shape ``(n, m)``) is scratch for the pre-activations.
+    from them (the pre-activations summed over the network's ``Xc = Xa[:, cols]``, as the chunk sums them, so that
+    both see the same signs); ``Z`` (shape ``(n, m)``) is scratch for the pre-activations.
 
     ``x_i = 0`` without bias makes ``z_ij`` identically 0: the sample never moves a neuron and there is no surface
     (``MODE_VOID``); with a bias the normal ``(x_i, 1)`` is never 0.
     """
     n, da = Xa.shape
     m = P.shape[0]
-    preactivations(Xa, P, Z)
+    preactivations(Xc, P, Z, cols)
     for i in range(n):
         void = not bias
         for q in range(da - 1):

@@ -215,7 +215,8 @@ def flow_member(net, method, P, active, mode, u_end, u_deadline, max_steps, max_
         :data:`REACHED`, :data:`DEADLINE`, a code of :mod:`.status` (``SUCCESS``: ``u_end`` reached), or
         :data:`STOPPED` (``stop[0]`` was set).
     """
-    Xa, y, loss_kind, c, leak, bias, train_outer, decay = net
+    Xa, y, loss_kind, c, leak, bias = net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias
+    train_outer, decay = net.train_outer, net.decay
     order, log_clock, gl_nodes, gl_weights = method.order, method.log_clock, method.gl_nodes, method.gl_weights
     n = Xa.shape[0]
     m, w = P.shape

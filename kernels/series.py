@@ -171,18 +171,27 @@ def loss_terms(loss_kind, f, y):
 
 
 @jit
-def preactivations(Xa, P, out_Z):
-    """``out_Z[i, j] = <P[j, :d+1], Xa[i]>`` for the ``(n, m)`` pre-activations of one coefficient layer."""
+def preactivations(Xa, P, out_Z, cols=None):
+    """``out_Z[i, j] = <P[j, :d+1], Xa[i]>`` for the ``(n, m)`` pre-activations of one coefficient layer; with
+    ``cols``, ``Xa`` is a network's ``Xc`` (the columns ``cols`` of its data, :class:`.bundles.Network`) and the
+    sum runs over those columns of ``P``."""
     n, da = Xa.shape
     m = P.shape[0]
-    if n * m * da >= BLAS_MIN_WORK:
-        Pw = np.empty((m, da))
-        for j in range(m):
-            for k in range(da):
-                Pw[j, k] = P[j, k]
-        matmul_nt(Xa, Pw, out_Z)
+    if cols is None:
+        if n * m * da >= BLAS_MIN_WORK:
+            Pw = np.empty((m, da))
+            for j in range(m):
+                for k in range(da):
+                    Pw[j, k] = P[j, k]
+            matmul_nt(Xa, Pw, out_Z)
+            return
+        loops_nt(Xa, P, out_Z)
         return
-    loops_nt(Xa, P, out_Z)
+    Pw = np.empty((m, da))
+    for j in range(m):
+        for k in range(da):
+            Pw[j, k] = P[j, cols[k]]
+    matmul_nt(Xa, Pw, out_Z)
 
 
 @jit
@@ -344,9 +353,10 @@ class SeriesWork(NamedTuple):
     """The arrays of :func:`taylor_coefficients` (build them with :func:`series_work`): ``C`` (``K + 1, m, d + 2``):
     the state's Taylor coefficients; ``F``, ``G``, ``A0``, ``A1``, ``A2`` (``K + 1, n``): those of the network
     outputs, the residual weights and the loss derivative's auxiliary series; ``R`` (``K + 1, m, d + 1``): the
-    residual rows ``S.T @ (G^[k] Xa)``; ``Q`` (``m, d + 1``), ``T`` and ``Xg`` (``n, d + 1``): scratch; ``Z0`` and
-    ``Z1`` (``n, m``): the pre-activations ``z_ij`` at ``C[0]`` (the caller's, on entry) and their first derivatives
-    ``z_ij'`` (written by the recurrence), which the event screen reads too. All C-contiguous float64."""
+    residual rows ``S.T @ (G^[k] Xa)`` (0 in the columns the network's ``Xc`` drops); ``Q`` and ``Rc`` (``m, nc``),
+    ``T`` and ``Xg`` (``n, nc``): scratch of the products over ``Xc``'s ``nc`` columns; ``Z0`` and ``Z1`` (``n,
+    m``): the pre-activations ``z_ij`` at ``C[0]`` (the caller's, on entry) and their first derivatives ``z_ij'``
+    (written by the recurrence), which the event screen reads too. All C-contiguous float64."""
 
     C: np.ndarray
     F: np.ndarray
@@ -360,16 +370,17 @@ class SeriesWork(NamedTuple):
     Xg: np.ndarray
     Z0: np.ndarray
     Z1: np.ndarray
+    Rc: np.ndarray
 
 
 @jit
-def series_work(order, n, m, da):
-    """A :class:`SeriesWork` for order ``order``, ``n`` samples, ``m`` neurons and ``da = d + 1`` (zeros; callable
-    from Python and from kernels)."""
+def series_work(order, n, m, da, nc):
+    """A :class:`SeriesWork` for order ``order``, ``n`` samples, ``m`` neurons, ``da = d + 1`` and ``nc`` columns
+    in the network's ``Xc`` (zeros; callable from Python and from kernels)."""
     return SeriesWork(np.zeros((order + 1, m, da + 1)), np.zeros((order + 1, n)), np.zeros((order + 1, n)),
                       np.zeros((order + 1, n)), np.zeros((order + 1, n)), np.zeros((order + 1, n)),
-                      np.zeros((order + 1, m, da)), np.zeros((m, da)), np.zeros((n, da)), np.zeros((n, da)),
-                      np.zeros((n, m)), np.zeros((n, m)))
+                      np.zeros((order + 1, m, da)), np.zeros((m, nc)), np.zeros((n, nc)), np.zeros((n, nc)),
+                      np.zeros((n, m)), np.zeros((n, m)), np.zeros((m, nc)))
 
 
 @jit
@@ -420,10 +431,11 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
     ``start > 0``, those above order ``start`` only, continuing a call that stopped there (every series of ``work``
     up to that order is as that call left it).
 
-    Each order costs two matrix products of size ``n m (d + 1)`` (BLAS on large problems), the two of one
-    gradient evaluation, and ``O(k m d + k n)`` for the Cauchy sums; orders 0 and 1 of the outputs come from the
-    pre-activations instead (``O(n m)``), so that with the product that gives ``Z1`` and the caller's ``Z0`` a step
-    of order ``K`` costs ``2 K`` products in all:
+    Each order costs two matrix products of size ``n m nc`` (BLAS on large problems; ``nc <= d + 1`` the columns
+    of the network's ``Xc``, which leaves out those that contribute nothing), the two of one gradient evaluation,
+    and ``O(k m d + k n)`` for the Cauchy sums; orders 0 and 1 of the outputs come from the pre-activations instead
+    (``O(n m)``), so that with the product that gives ``Z1`` and the caller's ``Z0`` a step of order ``K`` costs
+    ``2 K`` products in all:
 
     * ``f^[k] = sum_l sum_j a_j^[l] s_ij z_ij^[k-l]``: for ``k <= 1`` from ``Z0`` and ``Z1`` (:func:`first_outputs`),
       above as ``<(S @ Q^[k])_i, Xa_i>`` with ``Q_j^[k] = sum_l a_j^[l] p_j^[k-l]`` (``p_j = (w_j, b_j)``,
@@ -474,11 +486,13 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
     """
     Xa, y, loss_kind, c, bias, train_outer, decay = net.Xa, net.y, net.loss_kind, net.c, net.bias, \
         net.train_outer, net.decay
-    C, F, G, A0, A1, A2, R, Q, T, Xg, Z0, Z1 = work
+    Xc, cols = net.Xc, net.cols
+    C, F, G, A0, A1, A2, R, Q, T, Xg, Z0, Z1, Rc = work
     n, da = Xa.shape
+    nc = Xc.shape[1]
     m = C.shape[1]
     d = da - 1
-    blas = n * m * da >= BLAS_MIN_WORK  # both products go to BLAS, decided once (see loops_nn)
+    blas = n * m * nc >= BLAS_MIN_WORK  # both products go to BLAS, decided once (see loops_nn)
     for k in range(start, order):
         lmax = k if train_outer else 0
         # f^[k]
@@ -487,27 +501,33 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
         else:
             for j in range(m):
                 a0 = C[0, j, da]
-                for q in range(da):
-                    Q[j, q] = a0 * C[k, j, q]
+                for q in range(nc):
+                    Q[j, q] = a0 * C[k, j, cols[q]]
                 for l in range(1, lmax + 1):
                     al = C[l, j, da]
-                    for q in range(da):
-                        Q[j, q] += al * C[k - l, j, q]
+                    for q in range(nc):
+                        Q[j, q] += al * C[k - l, j, cols[q]]
             if blas:
                 np.dot(S, Q, T)
             else:
                 loops_nn(S, Q, T)
-            row_dots(T, Xa, F[k])
+            row_dots(T, Xc, F[k])
         _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0)
-        # R_j^[k] = sum_i s_ij G_i^[k] Xa_i
+        # R_j^[k] = sum_i s_ij G_i^[k] Xa_i, over the columns of Xc (the others' sums are 0)
         for i in range(n):
             g = G[k, i]
-            for q in range(da):
-                Xg[i, q] = g * Xa[i, q]
+            for q in range(nc):
+                Xg[i, q] = g * Xc[i, q]
+        out = R[k] if nc == da else Rc
         if blas:
-            np.dot(S.T, Xg, R[k])
+            np.dot(S.T, Xg, out)
         else:
-            loops_tn(S, Xg, R[k])
+            loops_tn(S, Xg, out)
+        if nc < da:
+            R[k, :, :] = 0.0
+            for j in range(m):
+                for q in range(nc):
+                    R[k, j, cols[q]] = Rc[j, q]
         inv = 1.0 / (k + 1)
         for j in range(m):
             # (w_j, b_j)' = -sum_l a_j^[l] R_j^[k-l]
@@ -551,7 +571,7 @@ def taylor_coefficients(net, order, log_clock, s0, S, cons_offset, cons_sample, 
                     acc += decay * C[k, j, da]
                 C[k + 1, j, da] = -acc * inv
         if k == 0:
-            preactivations(Xa, C[1], Z1)
+            preactivations(Xc, C[1], Z1, cols)
 
 
 @jit
