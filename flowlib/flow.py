@@ -57,7 +57,9 @@ def initial_surfaces(problem: Problem, P: np.ndarray) -> tuple[np.ndarray, np.nd
     (:func:`flowlib.kernels.driver.surface_sides`)."""
     n, m = problem.n, P.shape[0]
     active, mode = np.empty((n, m), dtype=np.bool_), np.empty((n, m), dtype=np.int8)
-    driver.surface_sides(problem.augmented_inputs, P, problem.bias, np.empty((n, m)), active, mode)
+    Xa = problem.augmented_inputs
+    Xc, cols = bundles.contributing_columns(Xa, problem.bias)
+    driver.surface_sides(Xa, Xc, cols, P, problem.bias, np.empty((n, m)), active, mode)
     return active, mode
 
 
@@ -285,9 +287,11 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
                          progress, callback, until, memory_budget)
 
 
-def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coefficients: bool) \
-        -> tuple[bundles.StepLog, bundles.EventLog]:
-    """Fresh output buffers of one :func:`~flowlib.kernels.driver.integrate_chunk` call.
+def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coefficients: bool,
+                   states: np.ndarray | None = None) -> tuple[bundles.StepLog, bundles.EventLog]:
+    """Fresh output buffers of one :func:`~flowlib.kernels.driver.integrate_chunk` call (without ``coefficients``,
+    the starting states go to ``states`` when it is given: shape ``(steps + 1, 1, m, w)``, a view into the run's
+    store, :meth:`_Trajectory.state_slots`).
 
     Returns
     -------
@@ -298,11 +302,20 @@ def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coeffici
     per_event : flowlib.kernels.bundles.EventLog
         Time, kind, neuron, sample, side and multiplier of each event; ``events`` entries.
     """
-    return bundles.step_log(steps, order, m, w, coefficients), bundles.event_log(events)
+    if states is None or coefficients:
+        return bundles.step_log(steps, order, m, w, coefficients), bundles.event_log(events)
+    return (bundles.StepLog(np.empty(steps + 1), np.empty(steps), states, np.empty(steps + 1), np.empty(steps)),
+            bundles.event_log(events))
 
 
 class _Trajectory:
     """What the chunks of a float64 run produced so far, kept as views into their buffers and joined once at the end.
+
+    The states at the step boundaries, the bulk of a long run without dense output (``m (d + 2)`` floats a step),
+    go to one store instead, which the chunks write into directly (:meth:`state_slots`) and which grows by
+    ``ndarray.resize`` (``realloc``: the pages already written are moved, not copied, and never touched again), so
+    that each state's memory is written once: a fresh buffer per chunk joined at the end wrote each twice, and on
+    event-dense runs the page faults of that memory cost about a tenth of the run.
 
     Parameters
     ----------
@@ -326,6 +339,8 @@ class _Trajectory:
         self.n_events = 0
         self.steps = 0
         self.eval_done = 0
+        #: the states store of :meth:`state_slots` (None until a chunk asks for it; then ``start`` stays empty)
+        self.store: np.ndarray | None = None
         if len(u_eval) and u_eval[0] == 0.0:
             self.eval_done = int(np.searchsorted(u_eval, 0.0, side="right"))
             self.states_eval.append(np.repeat(P[None], self.eval_done, axis=0))
@@ -342,11 +357,33 @@ class _Trajectory:
                 self.states_eval.append(_evaluate(self.u_eval[self.eval_done:reached], out_t[:k], out_h[:k],
                                                   out_C[:k], self.order))
                 self.eval_done = reached
-        # the states alone are kept, not the whole coefficient buffer behind them
-        self.start.append(out_C[:k + 1, 0].copy() if out_C.shape[1] > 1 else out_C[:k + 1, 0])
+        # the states alone are kept, not the whole coefficient buffer behind them (in the store, they are there)
+        if out_C.shape[1] > 1 or self.store is None:
+            self.start.append(out_C[:k + 1, 0].copy() if out_C.shape[1] > 1 else out_C[:k + 1, 0])
         if self.dense_output:
             self.coefficients.append(out_C[:k])
         self.steps += k
+
+    def state_slots(self, steps: int, P: np.ndarray, most: int) -> np.ndarray:
+        """The store's entries for the next chunk of at most ``steps`` steps (shape ``(steps + 1, 1, m, w)``; its
+        entry 0 is the state the run has reached, ``P``), grown as needed (doubling, up to the ``most`` steps the
+        run may take). Only for chunks without coefficients, and
+        from the run's first chunk on (the caller asks only while :attr:`start` is empty). A previous chunk's view
+        must not be used after this call (the store may have moved)."""
+        need = self.steps + steps + 1
+        if self.store is None:
+            self.store = np.empty((need,) + P.shape)
+            self.store[0] = P
+        elif need > len(self.store):
+            self.store.resize((max(need, min(2 * len(self.store), most + 1)),) + P.shape, refcheck=False)
+        return self.store[self.steps:need, None]
+
+    def states(self) -> np.ndarray:
+        """Every step boundary's state, ``(steps + 1, m, w)``: the store (shrunk to fit) or the joined pieces."""
+        if self.store is None:
+            return self.joined(self.start)
+        self.store.resize((self.steps + 1,) + self.store.shape[1:], refcheck=False)
+        return self.store
 
     def joined(self, pieces: list) -> np.ndarray:
         """One array from per-chunk pieces of :attr:`t`, :attr:`start` or :attr:`loss`, which each end with the
@@ -502,7 +539,7 @@ class _Watch:
 
     def _loss(self, P: np.ndarray) -> float:
         """The loss at ``P`` as the kernel gives it for the state a chunk reaches (``ln L`` with the log clock)."""
-        Xa, y, loss_kind, c, leak, bias, train_outer, decay = self.setup[0]
+        Xa, y, loss_kind, c, leak, bias, train_outer, decay = self.setup[0][:8]
         return driver.loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P[None].copy(),
                                  self.log_clock)[0]
 
@@ -543,9 +580,10 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
                 target = u_end if watch is None else watch.target(u_end)
                 budget_steps = min(chunk_steps, step_cap - run.steps)
                 budget_events = min(_CHUNK_EVENTS, max_events - run.n_events)
+                coefficients = dense_output or run.eval_done < len(u_eval) or (watch is not None and watch.use_lin)
+                slots = None if coefficients or run.start else run.state_slots(budget_steps, P, step_cap)
                 per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
-                                                     dense_output or run.eval_done < len(u_eval)
-                                                     or (watch is not None and watch.use_lin))
+                                                     coefficients, slots)
                 state = bundles.State(P, active, mode, drop, now, orders, zeno)
                 tick = time.perf_counter()
                 code, k, e = driver.integrate_chunk(*setup, state, target, budget_steps, budget_events, per_step,
@@ -587,7 +625,7 @@ def _flow_result(problem: Problem, run: _Trajectory, P: np.ndarray, stop: tuple[
     largest inclusion residual)."""
     log_clock, order = run.log_clock, run.order
     m, w = P.shape
-    u_grid, states, loss = run.joined(run.t), run.joined(run.start), run.joined(run.loss)
+    u_grid, states, loss = run.joined(run.t), run.states(), run.joined(run.loss)
     if log_clock:
         log_loss = loss
         with np.errstate(over="ignore"):
