@@ -64,6 +64,11 @@ ORDER_CLIMB = 4
 #: kernels/driver.py ``_linear_crossing``): where events are dense that order is often 4, and the margin keeps the
 #: truncation error at the crossing far below the tolerance, ``(1 / margin)^(K + 1)`` of it.
 ADAPTIVE_MARGIN = 2.0
+#: The lowest order such a step may stop at. The step-size rule keeps the truncation error under the tolerance at
+#: any order, and order 3 is the lowest at which it still reads two coefficients past the velocity's; where events
+#: are dense the step is a small fraction of the coefficients' radius and stops there or at 4 (each order spared
+#: is two matrix products of an event's six to eight).
+ADAPTIVE_MIN_ORDER = 3
 #: the lowest Taylor order a step is ever taken at (``order_for``'s floor): where a huge loss makes the
 #: coefficients overflow above some order, the step is taken at that order if it is at least this
 MIN_ORDER = 4

@@ -57,9 +57,9 @@ import numpy as np
 
 from . import status
 from ._jit import jit
-from .constants import (ADAPTIVE_MARGIN, CONVERGED_ROUNDINGS, DROP_CROSSED, DROP_NONE,  # noqa: F401
-                        DROP_RELEASED, LOWEST_ORDER, MIN_ORDER, MODE_FREE, MODE_HELD, MODE_VOID, NOISE_BAND,
-                        ORDER_CLIMB, ORDER_MARGIN)
+from .constants import (ADAPTIVE_MARGIN, ADAPTIVE_MIN_ORDER, CONVERGED_ROUNDINGS, DROP_CROSSED,  # noqa: F401
+                        DROP_NONE, DROP_RELEASED, LOWEST_ORDER, MIN_ORDER, MODE_FREE, MODE_HELD, MODE_VOID,
+                        NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN)
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, EVENT_ZENO, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear
@@ -1617,7 +1617,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     n, m = active.shape
     top = method.order
     K = state.order[0] if 0 < state.order[0] <= top else top
-    # the lowest order the next step may stop at (:func:`_adaptive_series`): MIN_ORDER after an event
+    # the lowest order the next step may stop at (:func:`_adaptive_series`): ADAPTIVE_MIN_ORDER after an event
     low = state.order[1] if 0 < state.order[1] <= K else K
     ws = _workspace(net, method, state)
     slopes_from_state(active, mode, net.leak, ws.S)
@@ -1707,7 +1707,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         if code != status.RUNNING:
             break
         K = _next_order(ws.series.C, K, top, h, size, method.tol, found)
-        low = min(K, MIN_ORDER) if found else K
+        low = min(K, ADAPTIVE_MIN_ORDER) if found else K
         # 6. an event instant goes to the Zeno detector, which passes an accumulation of them
         if n_ev > first_event:
             code, t, n_ev, n_steps = _zeno_jump(net, method, state, ws, t, t_end, first_event, events, n_ev, steps,
