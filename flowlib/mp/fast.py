@@ -11,7 +11,10 @@ and rounds once exactly as ``from_man_exp`` does. Where the exponents of the non
 
 The single roundings (:func:`round_nearest`, :func:`div_int`, :func:`times`, :func:`plus`, :func:`mul_add`) are
 the operations of mpf arithmetic on raw tuples without its general-purpose dispatch; each equals its libmp
-counterpart bit for bit (and calls it for the cases it does not handle itself).
+counterpart bit for bit (and calls it for the cases it does not handle itself). Where libmp rounds in C (the gmpy2
+backend, :data:`C_ROUNDING`) they call that rounding itself. Their vector forms (:func:`round_all`,
+:func:`div_all`, :func:`times_all`, :func:`horner_all`) give the same numbers for whole lists with one loop, and
+:func:`convolutions`, :func:`combination` and :func:`dots` the exact integer sums of many products at once.
 
 Numbers are raw mpf tuples ``(sign, man, exp, bc)`` (``x._mpf_``); ``prec`` is the working precision in bits
 (``mp.prec``); the rounding is to nearest (mpmath's default, ``mp._prec_rounding[1] == 'n'``).
@@ -19,12 +22,18 @@ Numbers are raw mpf tuples ``(sign, man, exp, bc)`` (``x._mpf_``); ``prec`` is t
 
 from __future__ import annotations
 
+from collections import deque
 from functools import lru_cache
-from operator import mul
+from itertools import repeat
+from operator import add, lshift, mul
 
 from mpmath import mp
-from mpmath.libmp import fzero, mpf_add, mpf_mul, mpf_sum
+from mpmath.libmp import BACKEND, finf, fnan, from_man_exp, fzero, mpf_abs, mpf_add, mpf_mul, mpf_sum, normalize
 from mpmath.libmp import round_nearest as ROUND_NEAREST
+
+#: libmp rounds in C (gmpy2's ``_mpmath_create`` and ``_mpmath_normalize``): the roundings below call it directly,
+#: being then the very functions of mpf arithmetic; the pure-Python bodies serve the other backends.
+C_ROUNDING = BACKEND == "gmpy"
 
 
 class Inexact(Exception):
@@ -34,6 +43,8 @@ class Inexact(Exception):
 
 def round_nearest(man: int, exp: int, prec: int) -> tuple:
     """``man 2^exp`` rounded to ``prec`` bits, to nearest with ties to even: ``from_man_exp(man, exp, prec, 'n')``."""
+    if C_ROUNDING:
+        return from_man_exp(man, exp, prec, ROUND_NEAREST)
     if man > 0:
         return round_magnitude(0, man, exp, prec)
     if man:
@@ -41,8 +52,32 @@ def round_nearest(man: int, exp: int, prec: int) -> tuple:
     return fzero
 
 
+def round_all(totals, exp: int, prec: int) -> list:
+    """``[round_nearest(t, exp, prec) for t in totals]`` (one C-level loop where libmp rounds in C)."""
+    if C_ROUNDING:
+        return list(map(from_man_exp, totals, repeat(exp), repeat(prec), repeat(ROUND_NEAREST)))
+    return [round_nearest(t, exp, prec) for t in totals]
+
+
+def convolutions(xs, ys) -> list:
+    """``[sum_l x[l] y[k - l] for x, y in zip(xs, ys)]`` with ``k = len(y) - 1`` and ``l < min(len(x), k + 1)``:
+    the exact integer sums of the Cauchy products of the integer sequences ``xs[c]`` and ``ys[c]`` at their last
+    order (the pairs of the one ``sum(map(mul, x, reversed(y)))`` each, in one C-level loop)."""
+    return list(map(sum, map(map, repeat(mul), xs, map(reversed, ys))))
+
+
+def combination(columns, weights) -> list:
+    """``[sum_q weights[q] columns[q][j] for j]``: the exact integer combination of the integer ``columns``."""
+    acc = list(map(mul, columns[0], repeat(weights[0])))
+    for column, w in zip(columns[1:], weights[1:]):
+        acc = list(map(add, acc, map(mul, column, repeat(w))))
+    return acc
+
+
 def round_magnitude(sign: int, man: int, exp: int, prec: int) -> tuple:
     """:func:`round_nearest` of ``(-1)^sign man 2^exp`` for ``man > 0``."""
+    if C_ROUNDING:
+        return normalize(sign, man, exp, man.bit_length(), prec, ROUND_NEAREST)
     n = man.bit_length() - prec
     if n > 0:
         t = man >> (n - 1)
@@ -58,20 +93,32 @@ def round_magnitude(sign: int, man: int, exp: int, prec: int) -> tuple:
 def div_int(x: tuple, d: int, prec: int) -> tuple:
     """``x / d`` for a positive int ``d``, rounded to nearest: ``mpf_div(x, from_int(d), prec, 'n')`` (the same
     sticky-bit construction, for finite ``x``)."""
-    sign, man, exp, bc = x
-    if not man:
-        return x
+    return div_all((x,), d, prec)[0]
+
+
+def div_all(values, d: int, prec: int) -> list:
+    """``[div_int(x, d, prec) for x in values]``."""
     odd, zeros, bits = _odd_part(d)
-    exp -= zeros
-    if odd == 1:
-        return round_magnitude(sign, man, exp, prec)
-    extra = prec - bc + bits + 5
-    if extra < 5:
-        extra = 5
-    quot, rem = divmod(man << extra, odd)
-    if rem:
-        return round_magnitude(sign, (quot << 1) + 1, exp - extra - 1, prec)
-    return round_magnitude(sign, quot, exp - extra, prec)
+    out = []
+    for x in values:
+        sign, man, exp, bc = x
+        if not man:
+            out.append(x)
+            continue
+        exp -= zeros
+        if odd != 1:
+            extra = prec - bc + bits + 5
+            if extra < 5:
+                extra = 5
+            man, rem = divmod(man << extra, odd)
+            exp -= extra
+            if rem:  # the sticky bit
+                man, exp = (man << 1) + 1, exp - 1
+        if C_ROUNDING:
+            out.append(normalize(sign, man, exp, man.bit_length(), prec, ROUND_NEAREST))
+        else:
+            out.append(round_magnitude(sign, man, exp, prec))
+    return out
 
 
 @lru_cache(maxsize=256)
@@ -86,6 +133,9 @@ def times(x: tuple, y: tuple, prec: int) -> tuple:
     xs, xm, xe, _ = x
     ys, ym, ye, _ = y
     if xm and ym:
+        if C_ROUNDING:
+            man = xm * ym
+            return normalize(xs ^ ys, man, xe + ye, man.bit_length(), prec, ROUND_NEAREST)
         return round_magnitude(xs ^ ys, xm * ym, xe + ye, prec)
     if (xm or not xe) and (ym or not ye):
         return fzero  # a finite number times 0
@@ -100,15 +150,68 @@ def plus(x: tuple, y: tuple, prec: int) -> tuple:
     if xm and ym:
         offset = xe - ye
         if 0 <= offset <= 100:
-            return round_nearest(((-xm if xs else xm) << offset) + (-ym if ys else ym), ye, prec)
-        if -100 <= offset < 0:
-            return round_nearest(((-ym if ys else ym) << -offset) + (-xm if xs else xm), xe, prec)
+            man, exp = ((-xm if xs else xm) << offset) + (-ym if ys else ym), ye
+        elif -100 <= offset < 0:
+            man, exp = ((-ym if ys else ym) << -offset) + (-xm if xs else xm), xe
+        else:
+            return mpf_add(x, y, prec, ROUND_NEAREST)
+        return from_man_exp(man, exp, prec, ROUND_NEAREST) if C_ROUNDING else round_nearest(man, exp, prec)
     return mpf_add(x, y, prec, ROUND_NEAREST)
 
 
 def mul_add(x: tuple, y: tuple, z: tuple, prec: int) -> tuple:
     """``x y + z`` with both roundings (a Horner step): ``mpf_add(mpf_mul(x, y, prec, 'n'), z, prec, 'n')``."""
     return plus(times(x, y, prec), z, prec)
+
+
+def times_all(values, y: tuple, prec: int, then: tuple | None = None) -> list:
+    """``[times(x, y, prec) for x in values]``, and with ``then`` each product times ``then`` in turn
+    (``times(times(x, y, prec), then, prec)``), the common case (nonzero finite numbers) inline."""
+    ys, ym, ye, _ = y
+    if not (C_ROUNDING and ym and (then is None or then[1])):
+        out = [times(x, y, prec) for x in values]
+        return out if then is None else [times(x, then, prec) for x in out]
+    ts, tm, te, _ = then if then is not None else (0, 0, 0, 0)
+    out = []
+    for x in values:
+        xm = x[1]
+        if xm:
+            man = xm * ym
+            x = normalize(x[0] ^ ys, man, x[2] + ye, man.bit_length(), prec, ROUND_NEAREST)
+            if tm:
+                man = x[1] * tm
+                x = normalize(x[0] ^ ts, man, x[2] + te, man.bit_length(), prec, ROUND_NEAREST)
+            out.append(x)
+        elif x == fzero:
+            out.append(fzero)  # a finite number times 0
+        else:
+            x = times(x, y, prec)
+            out.append(x if then is None else times(x, then, prec))
+    return out
+
+
+def horner_all(orders, tau: tuple, prec: int) -> list:
+    """Horner's rule for many polynomials at one point ``tau``: ``orders[k][p]`` is coefficient ``k`` of polynomial
+    ``p``, and each value is ``acc = orders[-1][p]``, then ``acc = mul_add(acc, tau, orders[k][p], prec)`` for ``k``
+    from the top down (the roundings of ``acc * tau + c`` in mpf arithmetic), the product inline."""
+    ts, tm, te, _ = tau
+    acc = orders[-1]
+    for row in reversed(orders[:-1]):
+        if not (C_ROUNDING and tm):
+            acc = [mul_add(a, tau, c, prec) for a, c in zip(acc, row)]
+            continue
+        nxt = []
+        for a, c in zip(acc, row):
+            am = a[1]
+            if am:
+                man = am * tm
+                nxt.append(plus(normalize(a[0] ^ ts, man, a[2] + te, man.bit_length(), prec, ROUND_NEAREST), c, prec))
+            elif a == c == fzero:
+                nxt.append(fzero)  # 0 * tau + 0, tau finite
+            else:
+                nxt.append(mul_add(a, tau, c, prec))
+        acc = nxt
+    return list(acc)
 
 
 def arithmetic(rnd: str) -> tuple:
@@ -120,21 +223,39 @@ def arithmetic(rnd: str) -> tuple:
             lambda x, y, z, prec: mpf_add(mpf_mul(x, y, prec, rnd), z, prec, rnd))
 
 
+def max_magnitude(values, prec: int, rnd: str) -> tuple:
+    """``max |x|`` over the raw mpf ``values`` with ``abs`` rounded to ``prec`` bits as ``mpf.__abs__`` rounds it:
+    ``fzero`` when there are none or all are 0, ``fnan`` when one is NaN, ``finf`` when one is infinite (and none is
+    NaN). Magnitudes are compared on the tuples (leading bit position, then the aligned mantissas), exactly."""
+    best, top = fzero, None
+    infinite = False
+    for x in values:
+        man = x[1]
+        if man:
+            exp, bc = x[2], x[3]
+            t = exp + bc
+            if top is None or t > top:
+                best, top = x, t
+            elif t == top:
+                best_bc = best[3]
+                if (man > best[1] << (bc - best_bc)) if bc >= best_bc else (man << (best_bc - bc) > best[1]):
+                    best = x
+        elif x[2]:
+            if x == fnan:
+                return fnan
+            infinite = True
+    if infinite:
+        return finf
+    return mpf_abs(best, prec, rnd)
+
+
 def _span(values):
     """Lowest and highest exponent of the nonzero raw mpf ``values`` (``(None, None)`` when all are 0); raises
     :class:`Inexact` on a value that is not finite."""
-    lo = hi = None
-    for _, man, e, _ in values:
-        if man:
-            if lo is None:
-                lo = hi = e
-            elif e < lo:
-                lo = e
-            elif e > hi:
-                hi = e
-        elif e:
-            raise Inexact
-    return lo, hi
+    exps = [x[2] for x in values if x[1]]
+    if len(exps) < len(values) and any(x[2] for x in values if not x[1]):
+        raise Inexact
+    return (min(exps), max(exps)) if exps else (None, None)
 
 
 class Track:
@@ -175,8 +296,7 @@ class Track:
         base = self.exp_at(k)
         ints = [(-(man << (e - base)) if sign else man << (e - base)) if man else 0 for sign, man, e, _ in values]
         self.blocks.append(ints)
-        for column, v in zip(self.columns, ints):
-            column.append(v)
+        deque(map(list.append, self.columns, ints), 0)
 
     def regrid(self, slope: int) -> None:
         """Put the orders on the grid of ``slope`` (exact: each order's integers shifted by its own amount)."""
@@ -234,3 +354,42 @@ def dot(x: Fixed, y: Fixed) -> tuple:
     if rnd != ROUND_NEAREST or x.ints is None or y.ints is None or spread > 2 * prec:
         return mpf_sum([mpf_mul(a, b) for a, b in zip(x.raw, y.raw)], prec, rnd)
     return round_nearest(sum(map(mul, x.ints, y.ints)), x.exp + y.exp, prec)
+
+
+#: Widest integer (bits) of a block that :func:`dots` packs; wider ones take :func:`dot` pair by pair.
+PACK_WIDTH = 4096
+
+
+def dots(blocks) -> dict:
+    """``{(a, b): dot(blocks[a], blocks[b])}`` for ``a <= b`` over :class:`Fixed` blocks of one length: the numbers
+    of :func:`dot`, whose exact integer sums come here from one sum of products per block (Kronecker substitution):
+    the integers of every finite block that is not all 0 are packed, one block to a field of ``B`` bits, into one
+    integer per component, with ``B`` such that every sum ``|sum_p x_p y_p| < n 2^(2 w) <= 2^(B - 1)`` (``w``
+    the widest integer, ``n`` the length) fits its field; adding ``2^(B - 1)`` to every field leaves each one
+    nonnegative and alone, to be read off by a shift and a mask. The pairs that :func:`dot` does not sum exactly
+    (a non-finite block, or exponents spanning more than ``2 prec`` bits), and all of them with another rounding
+    or wider integers than :data:`PACK_WIDTH`, are :func:`dot`'s own."""
+    prec, rnd = mp._prec_rounding
+    packable = [a for a, x in enumerate(blocks) if x.ints is not None and x.lo is not None]
+    width = max((max(map(abs, blocks[a].ints)).bit_length() for a in packable), default=0)
+    if rnd != ROUND_NEAREST or width > PACK_WIDTH:
+        packable = []
+    out = {}
+    if packable:
+        field = 2 * width + len(blocks[packable[0]].ints).bit_length() + 1
+        half, mask = 1 << (field - 1), (1 << field) - 1
+        shifts = [field * f for f in range(len(packable))]
+        packed = [sum(map(lshift, column, shifts)) for column in zip(*(blocks[a].ints for a in packable))]
+        offset = sum(map(lshift, repeat(half, len(packable)), shifts))
+        for f, a in enumerate(packable):
+            x = blocks[a]
+            total = sum(map(mul, x.ints, packed)) + offset
+            for g in range(f, len(packable)):
+                y = blocks[packable[g]]
+                if x.hi + y.hi - x.lo - y.lo <= 2 * prec:
+                    out[a, packable[g]] = round_nearest(((total >> shifts[g]) & mask) - half, x.exp + y.exp, prec)
+    for a in range(len(blocks)):
+        for b in range(a, len(blocks)):
+            if (a, b) not in out:
+                out[a, b] = dot(blocks[a], blocks[b])
+    return out

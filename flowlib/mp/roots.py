@@ -86,9 +86,12 @@ def excluded(g, bound, drop: int) -> bool:
 
     The answer is decided from the exact sum (Python integers) when ``|g[drop]|`` lies outside the sum's rounding
     bound; only a near tie runs the rounded recurrence, so the answer is always that of the rounded one."""
+    return excluded_raw([c._mpf_ for c in g[drop:]], bound._mpf_)
+
+
+def excluded_raw(coefs, b) -> bool:
+    """:func:`excluded` for the raw coefficients ``coefs = g[drop:]`` and the raw bound ``b``."""
     prec, rnd = mp._prec_rounding
-    b = bound._mpf_
-    coefs = [c._mpf_ for c in g[drop:]]
     decided = _excluded_exact(coefs, b, prec)
     return _excluded_rounded(coefs, b, prec, rnd) if decided is None else decided
 
@@ -108,9 +111,12 @@ def _excluded_exact(coefs, b, prec):
     """:func:`excluded` from the exact ``X = sum_k |c_k| b^k`` (k >= 1): True or False when ``|c_0|`` is outside
     ``X (1 +- (6n + 8) 2^-prec)`` (the rounded Horner sum, ``n`` steps of two roundings, the final product and the
     roundings of ``abs``, lies inside), None otherwise or for a value that is not finite."""
-    _, bm, be, _ = b
+    _, bm, be, bbc = b
     if not bm or b[0]:
         return None
+    quick = _excluded_by_size(coefs, be + bbc)
+    if quick is not None:
+        return quick
     man, exp = 0, 0
     for sign, cm, ce, _ in reversed(coefs[1:]):
         if not cm and ce:
@@ -144,6 +150,26 @@ def _excluded_exact(coefs, b, prec):
     if lhs > rhs + slack:
         return True
     if lhs < rhs - slack:
+        return False
+    return None
+
+
+def _excluded_by_size(coefs, top_b):
+    """:func:`_excluded_exact` where the leading bits decide it: ``|c_0|`` and the largest term ``|c_k| b^k`` of
+    ``X`` (``2^(top - 1) <= |x| < 2^top`` with ``top = exp + bc``, ``2^(top_b - 1) <= b < 2^top_b``) that many
+    binades apart that ``|c_0| > 2 X`` or ``|c_0| < X / 2``, far outside the exact test's rounding bound; None
+    otherwise, or for a zero ``c_0``, a tail that is 0, or a value that is not finite."""
+    _, lm, le, lbc = coefs[0]
+    if not lm or any(not c[1] and c[2] for c in coefs):
+        return None
+    upper = [c[2] + c[3] + k * top_b for k, c in enumerate(coefs) if k and c[1]]  # |c_k| b^k < 2^upper
+    if not upper:
+        return None
+    top_l = le + lbc
+    if top_l - 1 >= max(upper) + len(upper).bit_length() + 1:  # |c_0| >= 2^(top_l - 1) >= 2 len 2^max > 2 X
+        return True
+    lower = max(c[2] + c[3] - 1 + k * (top_b - 1) for k, c in enumerate(coefs) if k and c[1])  # a term >= 2^lower
+    if top_l + 1 <= lower:  # |c_0| < 2^top_l <= 2^lower / 2 <= X / 2
         return False
     return None
 
@@ -190,12 +216,17 @@ def earliest_root(g, bound, drop: int = 0):
     mpf or None
         The root (within a few ulps of working precision, on the far side of the sign change), or ``None``.
     """
+    return earliest_root_raw([c._mpf_ for c in g], bound, drop)
+
+
+def earliest_root_raw(g, bound, drop: int = 0):
+    """:func:`earliest_root` for the raw coefficients ``g`` (``bound`` an mpf, as there)."""
     prec, rnd = mp._prec_rounding
     scale = bound._mpf_
     r = []
     p = fone
     for c in g[drop:]:
-        r.append(mpf_mul(c._mpf_, p, prec, rnd))
+        r.append(mpf_mul(c, p, prec, rnd))
         p = mpf_mul(p, scale, prec, rnd)
     while len(r) > 1 and r[-1] == fzero:
         r.pop()

@@ -12,17 +12,22 @@ formulas over mpf objects bit for bit, several times faster.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
-from operator import mul
+from itertools import islice, repeat
+from operator import mul, neg
 
 from mpmath import mp, mpf
 from mpmath.libmp import fone, from_int, fzero, mpf_add, mpf_div, mpf_mul, mpf_mul_int, mpf_pow_int, mpf_sub, mpf_sum
 from mpmath.libmp import round_nearest as ROUND_NEAREST
 
-from flowlib.mp.fast import Fixed, Inexact, Track, arithmetic, check_span, div_int, dot, mul_add, round_nearest, times
+from flowlib.mp.fast import Fixed, Inexact, Track, arithmetic, check_span, combination, convolutions, div_all, \
+    div_int, dot, dots, horner_all, mul_add, round_all, times, times_all
 from flowlib.problem import Problem
 
 LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = 0, 1, 2
+
+_new = object.__new__
 
 
 @dataclass(frozen=True)
@@ -60,16 +65,32 @@ class MPData:
 
 
 def preactivations(data: MPData, P) -> list:
-    """``z[i][j] = <P[j][:d + 1], Xa[i]>``."""
+    """``z[i][j] = <P[j][:d + 1], Xa[i]>``, each as ``mp.fdot`` gives it."""
+    return _wrap(_preactivations_raw(data, P))
+
+
+def _preactivations_raw(data: MPData, P) -> list:
+    """:func:`preactivations` as raw mpf (on integers, :func:`_switching`, where that reproduces ``mp.fdot``)."""
     da = data.da
-    return [[mp.fdot(P[j][:da], x) for j in range(len(P))] for x in data.Xa]
+    if mp._prec_rounding[1] == ROUND_NEAREST:
+        try:
+            return _switching([[x._mpf_ for x in row[:da]] for row in P], _Inputs(data), da, mp.prec)
+        except Inexact:
+            pass
+    return [[mp.fdot(P[j][:da], x)._mpf_ for j in range(len(P))] for x in data.Xa]
 
 
 def outputs(data: MPData, P, S) -> list:
-    """Network outputs ``f_i = sum_j a_j s_ij z_ij`` under slopes ``S``."""
-    Z = preactivations(data, P)
+    """Network outputs ``f_i = sum_j a_j s_ij z_ij`` under slopes ``S``: the mpf expression
+    ``mp.fsum(P[j][d + 1] * S[i][j] * Z[i][j] for j)`` (two rounded products, an exact sum rounded once), on raw
+    mpf."""
+    Z = _preactivations_raw(data, P)
     da = data.da
-    return [mp.fsum(P[j][da] * S[i][j] * Z[i][j] for j in range(len(P))) for i in range(data.n)]
+    prec, rnd = mp._prec_rounding
+    product = arithmetic(rnd)[0]
+    a = [row[da]._mpf_ for row in P]
+    return [mp.make_mpf(mpf_sum([product(product(aj, s._mpf_, prec), z, prec) for aj, s, z in zip(a, Si, Zi)],
+                                prec, rnd)) for Si, Zi in zip(S, Z)]
 
 
 def penalty(data: MPData, P) -> mpf:
@@ -120,7 +141,6 @@ def slopes(data: MPData, active, held) -> list:
             for i in range(len(active))]
 
 
-@dataclass
 class Series:
     """Taylor coefficients of one step (lists indexed by order first).
 
@@ -129,7 +149,7 @@ class Series:
     C : list
         ``C[k][j][q]``: the state, orders ``0..K``.
     Z : list
-        ``Z[k][i][j]``: the switching functions, orders ``0..K``.
+        ``Z[k][i][j]``: the switching functions, orders ``0..K`` (made from ``Zr`` when first read).
     G : list
         ``G[k][i]``: the residual weights, orders ``0..K - 1``.
     Cm : list
@@ -137,13 +157,33 @@ class Series:
         ``Cm / (a_j G_i)``).
     F : list
         ``F[k][i]``: the network outputs, orders ``0..K - 1``.
+    Cr : list
+        ``Cr[k]``: the raw mpf of ``C[k]`` row by row (``Cr[k][j (d + 2) + q]``), as :func:`raw_orders` gives them.
+    Zr : list
+        ``Zr[k][i][j]``: the raw mpf of ``Z``.
     """
 
-    C: list
-    Z: list
-    G: list
-    Cm: list
-    F: list
+    __slots__ = ("C", "G", "Cm", "F", "Cr", "Zr", "_Z")
+
+    def __init__(self, C, G, Cm, F, Cr, Zr, Z=None):
+        self.C, self.G, self.Cm, self.F, self.Cr, self.Zr, self._Z = C, G, Cm, F, Cr, Zr, Z
+
+    @classmethod
+    def of_mpf(cls, C, Z, G, Cm, F) -> "Series":
+        """The series of mpf lists ``C``, ``Z``, ``G``, ``Cm``, ``F`` (the raw tuples read from them)."""
+        return cls(C, G, Cm, F, raw_orders(C), [[[x._mpf_ for x in row] for row in Zk] for Zk in Z], Z)
+
+    @property
+    def Z(self) -> list:
+        if self._Z is None:
+            self._Z = [_wrap(Zk) for Zk in self.Zr]
+        return self._Z
+
+
+def raw_orders(C) -> list:
+    """``[[x._mpf_ for row in Ck for x in row] for Ck in C]``: each order's coefficients as one flat list of raw
+    mpf, row by row."""
+    return [[x._mpf_ for row in Ck for x in row] for Ck in C]
 
 
 def _loss_derivative_order(data: MPData, F, k, G, A0, A1, A2, s0) -> None:
@@ -244,8 +284,16 @@ def _scale(s, x, prec):
 
 def _wrap(rows) -> list:
     """Nested lists of raw mpf as nested lists of mpf."""
-    make = mp.make_mpf
-    return [[make(x) for x in row] for row in rows]
+    return [wrap_all(row) for row in rows]
+
+
+def wrap_all(values) -> list:
+    """``[mp.make_mpf(x) for x in values]``: the same objects (an ``mpf`` holding each raw tuple), made and filled
+    in two C-level loops."""
+    values = list(values)
+    made = list(map(_new, repeat(mp.mpf, len(values))))
+    deque(map(setattr, made, repeat("_mpf_"), values), 0)
+    return made
 
 
 class _Inputs:
@@ -268,9 +316,9 @@ def _switching(Ck, inputs: _Inputs, da: int, prec: int) -> list:
     if block.ints is None:
         raise Inexact
     check_span([(block.lo, block.hi, inputs.lo, inputs.hi)], prec)
-    rows = [block.ints[j * da:(j + 1) * da] for j in range(len(Ck))]
+    columns = [block.ints[q::da] for q in range(da)]  # by component q, one integer per neuron
     exp = block.exp + inputs.exp
-    return [[round_nearest(sum(map(mul, row, x)), exp, prec) for row in rows] for x in inputs.rows]
+    return [round_all(combination(columns, x), exp, prec) for x in inputs.rows]
 
 
 def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
@@ -302,62 +350,139 @@ def _with_still_neurons(data: MPData, part: Series, P, moving, constraints, orde
     C = [[list(part.C[0][where[j]]) if j in where else list(P[j]) for j in range(len(P))]]
     C += [[Ck[where[j]] if j in where else [zero] * width for j in range(len(P))] for Ck in part.C[1:]]
     prec = mp.prec
-    Z = [_wrap(_switching([[x._mpf_ for x in row] for row in P], _Inputs(data), data.da, prec))]
-    Z += [[[row[where[j]] if j in where else zero for j in range(len(P))] for row in Zk] for Zk in part.Z[1:]]
-    return Series(C=C, Z=Z, G=part.G, Cm=part.Cm, F=part.F)
+    Zr = [_switching([[x._mpf_ for x in row] for row in P], _Inputs(data), data.da, prec)]
+    Zr += [[[row[where[j]] if j in where else fzero for j in range(len(P))] for row in Zk] for Zk in part.Zr[1:]]
+    return Series(C=C, G=part.G, Cm=part.Cm, F=part.F, Cr=raw_orders(C), Zr=Zr)
 
 
 def _taylor_moving(data: MPData, S, P, order: int, constraints, s0, n_slots: int) -> Series:
     """The recurrences of :func:`_taylor_integer` for the neurons of ``P`` (``n_slots`` held surfaces in all)."""
-    n, m, da = data.n, len(P), data.da
-    prec = mp.prec
-    train = data.train_outer
-    decay = data.decay._mpf_
-    inputs = _Inputs(data)
-    Sr = [[s._mpf_ for s in row] for row in S]
-    normals = [[x._mpf_ for x in row] for row in data.normals]
-    held = [[(slot, normals[i], [x._mpf_ for x in row]) for slot, i, row in c] for c in constraints]
-    Cm = [[] for _ in range(n_slots)]
-    C = [[[x._mpf_ for x in row] for row in P]]
-    Z, F, G, A0, A1, A2 = [], [], [], [], [], []
-    # by order: a^[l]_j, U^[l]_ij (component i m + j), G^[l]_i, R^[l]_jq (component q m + j)
-    a, U, g, R = Track(m), Track(n * m), Track(n), Track(da * m)
-    cells = [[j for j in range(m) if Sr[i][j] != fzero] for i in range(n)]
-    rows = [[i for i in range(n) if Sr[i][j] != fzero] for j in range(m)]
-    for k in range(order):
-        if k == _REGRID_ORDER:
-            _regrid((a, U, g, R), U.lo)
-        Ck = C[k]
-        Z.append(_switching(Ck, inputs, da, prec))
-        U.append([_scale(s, z, prec) for i in range(n) for s, z in zip(Sr[i], Z[k][i])])
-        if train or k == 0:
-            a.append([row[da] for row in Ck])
-        lmax = k if train else 0
-        F.append([mp.make_mpf(f) for f in _outputs(a, U, lmax, k, cells, prec)])
-        _loss_derivative_order(data, F, k, G, A0, A1, A2, s0)
-        g.append([x._mpf_ for x in G[k]])
-        R.append(_residual_rows(Sr, G[k], inputs, prec))
-        velocity = _velocity(a, R, lmax, k, m, da, prec)
-        if train:
-            outer = _outer_velocity(g, U, k, rows, prec)
-        nxt = []
-        for j in range(m):
-            v = [velocity[q][j] for q in range(da)]
+    return _Recurrence(data, S, P, constraints, s0, n_slots).series(order)
+
+
+class _Recurrence:
+    """The recurrences of :func:`_taylor_integer` for the neurons of ``P`` (``n_slots`` held surfaces in all), run
+    one order at a time as far as :meth:`series` asks: the coefficients of an order do not depend on the orders
+    above it."""
+
+    def __init__(self, data: MPData, S, P, constraints, s0, n_slots: int):
+        n, m, da = data.n, len(P), data.da
+        self.data, self.s0, self.n, self.m, self.da = data, s0, n, m, da
+        self.prec = mp.prec
+        self.inputs = _Inputs(data)
+        self.Sr = Sr = [[s._mpf_ for s in row] for row in S]
+        normals = [[x._mpf_ for x in row] for row in data.normals]
+        self.held = [[(slot, normals[i], [x._mpf_ for x in row]) for slot, i, row in c] for c in constraints]
+        self.Cm = [[] for _ in range(n_slots)]
+        self.C = [[[x._mpf_ for x in row] for row in P]]
+        self.Z, self.F, self.G, self.A0, self.A1, self.A2 = [], [], [], [], [], []
+        # by order: a^[l]_j, U^[l]_ij (component i m + j), G^[l]_i, R^[l]_jq (component q m + j)
+        self.a, self.U, self.g, self.R = Track(m), Track(n * m), Track(n), Track(da * m)
+        self.cells = [[j for j in range(m) if Sr[i][j] != fzero] for i in range(n)]
+        self.rows = [[i for i in range(n) if Sr[i][j] != fzero] for j in range(m)]
+
+    def switching(self, k: int) -> list:
+        """``Z[k]`` (raw), from ``C[k]``."""
+        if len(self.Z) == k:
+            self.Z.append(_switching(self.C[k], self.inputs, self.da, self.prec))
+        return self.Z[k]
+
+    def extend(self, order: int) -> None:
+        """Run the recurrences up to ``C[order]``."""
+        data, n, m, da, prec = self.data, self.n, self.m, self.da, self.prec
+        train = data.train_outer
+        decay = data.decay._mpf_
+        a, U, g, R, Sr, C, F, G, Cm = self.a, self.U, self.g, self.R, self.Sr, self.C, self.F, self.G, self.Cm
+        for k in range(len(C) - 1, order):
+            if k == _REGRID_ORDER:
+                _regrid((a, U, g, R), U.lo)
+            Ck = C[k]
+            Zk = self.switching(k)
+            U.append([z if s == fone else (fzero if s == fzero else times(s, z, prec))  # z is finite
+                      for i in range(n) for s, z in zip(Sr[i], Zk[i])])
+            if train or k == 0:
+                a.append([row[da] for row in Ck])
+            lmax = k if train else 0
+            F.append([mp.make_mpf(f) for f in _outputs(a, U, lmax, k, self.cells, prec)])
+            _loss_derivative_order(data, F, k, G, self.A0, self.A1, self.A2, self.s0)
+            g.append([x._mpf_ for x in G[k]])
+            R.append(_residual_rows(Sr, G[k], self.inputs, prec))
+            velocity = _velocity(a, R, lmax, k, m, da, prec)
+            if train:
+                outer = _outer_velocity(g, U, k, self.rows, prec)
             if not data.bias:
-                v[da - 1] = fzero
-            if held[j]:
-                v = _project_velocity(v, held[j], Cm, prec, ROUND_NEAREST)
-            if decay != fzero:
-                v = [mpf_sub(vq, mpf_mul(decay, cq, prec, ROUND_NEAREST), prec, ROUND_NEAREST)
-                     for vq, cq in zip(v, Ck[j])]
-            row = [div_int(vq, k + 1, prec) for vq in v]
-            if train and decay != fzero:
-                outer[j] = mpf_sub(outer[j], mpf_mul(decay, Ck[j][da], prec, ROUND_NEAREST), prec, ROUND_NEAREST)
-            row.append(div_int(outer[j], k + 1, prec) if train else fzero)
-            nxt.append(row)
-        C.append(nxt)
-    Z.append(_switching(C[order], inputs, da, prec))
-    return Series(C=[_wrap(Ck) for Ck in C], Z=[_wrap(Zk) for Zk in Z], G=G, Cm=Cm, F=F)
+                velocity[da - 1] = [fzero] * m
+            moved = [list(v) for v in zip(*velocity)]  # by neuron
+            for j in range(m):
+                v = moved[j]
+                if self.held[j]:
+                    v = _project_velocity(v, self.held[j], Cm, prec, ROUND_NEAREST)
+                if decay != fzero:
+                    v = [mpf_sub(vq, mpf_mul(decay, cq, prec, ROUND_NEAREST), prec, ROUND_NEAREST)
+                         for vq, cq in zip(v, Ck[j])]
+                if train and decay != fzero:
+                    outer[j] = mpf_sub(outer[j], mpf_mul(decay, Ck[j][da], prec, ROUND_NEAREST), prec,
+                                       ROUND_NEAREST)
+                moved[j] = v
+            quotients = div_all([vq for v in moved for vq in v] + (outer if train else []), k + 1, prec)
+            C.append([quotients[j * da:(j + 1) * da] + [quotients[m * da + j] if train else fzero]
+                      for j in range(m)])
+
+    def series(self, order: int) -> Series:
+        """The series to ``order``: ``C``, ``Z`` to ``order``, ``G``, ``Cm``, ``F`` to ``order - 1``."""
+        self.extend(order)
+        C = self.C[:order + 1]
+        Z = [self.switching(k) for k in range(order + 1)]
+        return Series(C=[_wrap(Ck) for Ck in C], G=self.G[:order], Cm=[row[:order] for row in self.Cm],
+                      F=self.F[:order], Cr=[[x for row in Ck for x in row] for Ck in C], Zr=Z)
+
+
+class TaylorExpansion:
+    """:func:`taylor_coefficients` to an order chosen as they are computed: :meth:`series` to any order, the
+    recurrences run once as far as the highest order asked (the coefficients of an order do not depend on the
+    orders above it); :meth:`raw_order` the raw ``C[k]`` alone. The numbers are those of
+    ``taylor_coefficients(data, S, P, order, constraints, s0)`` for each ``order``."""
+
+    def __init__(self, data: MPData, S, P, constraints, s0=None):
+        self.data, self.S, self.P, self.constraints, self.s0 = data, S, P, constraints, s0
+        self.moving = [j for j in range(len(P)) if data.decay or any(row[j] for row in S)]
+        self.recurrence = None
+        if mp._prec_rounding[1] == ROUND_NEAREST:
+            moving = self.moving if self.moving and len(self.moving) < len(P) else range(len(P))
+            try:
+                self.recurrence = _Recurrence(data, [[row[j] for j in moving] for row in S], [P[j] for j in moving],
+                                              [constraints[j] for j in moving], s0,
+                                              sum(len(c) for c in constraints))
+            except Inexact:
+                pass
+
+    def series(self, order: int) -> Series:
+        """The coefficients to ``order`` (:func:`taylor_coefficients`)."""
+        if self.recurrence is not None:
+            try:
+                part = self.recurrence.series(order)
+                if not self.moving or len(self.moving) == len(self.P):
+                    return part
+                return _with_still_neurons(self.data, part, self.P, self.moving, self.constraints, order)
+            except Inexact:
+                self.recurrence = None
+        return _taylor_reference(self.data, self.S, self.P, order, self.constraints, self.s0)
+
+    def raw_order(self, k: int) -> list:
+        """``raw_orders(series(k).C)[k]``: the raw ``C[k]`` row by row, for ``k >= 1`` without making the rest."""
+        if self.recurrence is not None and k >= 1:
+            try:
+                self.recurrence.extend(k)
+            except Inexact:
+                self.recurrence = None
+            else:
+                rows = self.recurrence.C[k]
+                if not self.moving or len(self.moving) == len(self.P):
+                    return [x for row in rows for x in row]
+                where = {j: p for p, j in enumerate(self.moving)}
+                width = self.data.da + 1
+                return [x for j in range(len(self.P)) for x in (rows[where[j]] if j in where else [fzero] * width)]
+        return self.series(k).Cr[k]
 
 
 #: Order at which :func:`_taylor_integer` puts its tracks on the grid of the coefficients' decay, measured from
@@ -381,14 +506,14 @@ def _outputs(a: Track, U: Track, lmax: int, k: int, cells, prec: int) -> list:
     check_span([(a.lo[l], a.hi[l], U.lo[k - l], U.hi[k - l]) for l in range(lmax + 1)], prec)
     exp = a.exp_at(0) + U.exp_at(k)
     m = len(a.columns)
-    out = []
+    totals = []
     for i, cell in enumerate(cells):
         if len(cell) <= lmax:
-            total = sum(sum(map(mul, a.columns[j], reversed(U.columns[i * m + j]))) for j in cell)
+            totals.append(sum(convolutions([a.columns[j] for j in cell], [U.columns[i * m + j] for j in cell])))
         else:
-            total = sum(sum(map(mul, a.blocks[l], U.blocks[k - l][i * m:(i + 1) * m])) for l in range(lmax + 1))
-        out.append(round_nearest(total, exp, prec))
-    return out
+            totals.append(sum(map(sum, map(map, repeat(mul), a.blocks[:lmax + 1],
+                                           [U.blocks[k - l][i * m:(i + 1) * m] for l in range(lmax + 1)]))))
+    return round_all(totals, exp, prec)
 
 
 def _outer_velocity(g: Track, U: Track, k: int, rows, prec: int) -> list:
@@ -397,8 +522,9 @@ def _outer_velocity(g: Track, U: Track, k: int, rows, prec: int) -> list:
     check_span([(g.lo[l], g.hi[l], U.lo[k - l], U.hi[k - l]) for l in range(k + 1)], prec)
     exp = g.exp_at(0) + U.exp_at(k)
     m = len(rows)
-    return [round_nearest(-sum(sum(map(mul, g.columns[i], reversed(U.columns[i * m + j]))) for i in row), exp, prec)
-            for j, row in enumerate(rows)]
+    terms = iter(convolutions([g.columns[i] for row in rows for i in row],
+                              [U.columns[i * m + j] for j, row in enumerate(rows) for i in row]))
+    return round_all([-sum(islice(terms, len(row))) for row in rows], exp, prec)
 
 
 def _residual_rows(Sr, Gk, inputs: _Inputs, prec: int) -> list:
@@ -418,8 +544,8 @@ def _residual_rows(Sr, Gk, inputs: _Inputs, prec: int) -> list:
     exp = block.exp + inputs.exp
     out = []
     for col in inputs.columns:
-        sums = [round_nearest(sum(map(mul, row, col)), exp, prec) for row in rows]
-        out.extend(sums[p] for p in which)
+        sums = round_all([sum(map(mul, row, col)) for row in rows], exp, prec)
+        out.extend([sums[p] for p in which])
     return out
 
 
@@ -427,8 +553,7 @@ def _velocity(a: Track, R: Track, lmax: int, k: int, m: int, da: int, prec: int)
     """``v[q][j] = -fdot(a_j^[0..lmax], R_jq^[k..k-lmax])`` (raw)."""
     check_span([(a.lo[l], a.hi[l], R.lo[k - l], R.hi[k - l]) for l in range(lmax + 1)], prec)
     exp = a.exp_at(0) + R.exp_at(k)
-    return [[round_nearest(-sum(map(mul, a.columns[j], reversed(R.columns[q * m + j]))), exp, prec)
-             for j in range(m)] for q in range(da)]
+    return [round_all(map(neg, convolutions(a.columns, R.columns[q * m:(q + 1) * m])), exp, prec) for q in range(da)]
 
 
 def _project_velocity(v, held, Cm, prec, rnd) -> list:
@@ -501,7 +626,7 @@ def _taylor_reference(data: MPData, S, P, order: int, constraints, s0=None) -> S
             nxt.append(row)
         C.append(nxt)
     Z.append([[mp.fdot(C[order][j][:da], x) for j in range(m)] for x in Xa])
-    return Series(C=C, Z=Z, G=G, Cm=Cm, F=F)
+    return Series.of_mpf(C=C, Z=Z, G=G, Cm=Cm, F=F)
 
 
 
@@ -544,56 +669,74 @@ def horner(coefs, tau):
 
 def state_at(C, tau) -> list:
     """The state polynomial ``sum_k C[k] tau^k``, as ``P[j][q]``."""
+    return state_rows(state_raw(raw_orders(C), mp.convert(tau)._mpf_), len(C[0][0]))
+
+
+def state_raw(orders, t) -> list:
+    """The state polynomial at the raw ``t`` from its coefficients as :func:`raw_orders` gives them: the raw
+    values, row by row, of :func:`state_at` (Horner's rule for each entry, :func:`_horner_raw`; with the rounding
+    to nearest, all entries at once by :func:`flowlib.mp.fast.horner_all`, the same numbers without skipping the
+    exact zeros at the top: over them the sum stays an exact 0)."""
     prec, rnd = mp._prec_rounding
-    t = mp.convert(tau)._mpf_
-    m, w = len(C[0]), len(C[0][0])
-    make = mp.make_mpf
-    return [[make(_horner_raw([Ck[j][q]._mpf_ for Ck in C], t, prec, rnd)) for q in range(w)] for j in range(m)]
+    if rnd == ROUND_NEAREST:
+        return horner_all(orders, t, prec)
+    return [_horner_raw(list(column), t, prec, rnd) for column in zip(*orders)]
 
 
-def _moving_entries(C) -> list:
-    """Raw rows of ``C[1:]`` flattened, keeping only the entries (``(j, q)`` positions) that are not an exact 0 at
-    every order: the others add exact zeros to every dot product of the derivative's coefficients."""
-    rows = [[x._mpf_ for row in Ck for x in row] for Ck in C[1:]]
+def state_rows(values, width: int) -> list:
+    """The raw values of :func:`state_raw` as the rows ``P[j][q]`` of mpf, ``width`` to a row."""
+    made = wrap_all(values)
+    return [made[p:p + width] for p in range(0, len(made), width)]
+
+
+def _moving_entries(orders) -> list:
+    """The rows ``orders[1:]`` (raw, as :func:`raw_orders` gives them) keeping only the entries (``(j, q)``
+    positions) that are not an exact 0 at every order: the others add exact zeros to every dot product of the
+    derivative's coefficients."""
+    rows = orders[1:]
     if not rows:
         return rows
-    keep = [p for p in range(len(rows[0])) if any(row[p] != fzero for row in rows)]
+    keep = [p for p, column in enumerate(zip(*rows)) if column.count(fzero) != len(column)]
     if len(keep) == len(rows[0]):
         return rows
     return [[row[p] for p in keep] for row in rows]
 
 
-def _derivative_blocks(C, h=None) -> list:
+def _derivative_blocks(orders, h=None) -> list:
     """``D[k] = (k + 1) C[k + 1] h^k`` flattened, as :class:`~flowlib.mp.fast.Fixed` blocks (rounded as the mpf
     expression ``(k + 1) * c * h**k``; without ``h``, ``(k + 1) * c``), without the entries that are 0 at every
-    order (:func:`_moving_entries`)."""
+    order (:func:`_moving_entries`); ``orders`` are those of :func:`raw_orders`."""
     prec, rnd = mp._prec_rounding
-    product = times if rnd == ROUND_NEAREST else (lambda x, y, prec: mpf_mul(x, y, prec, rnd))
+    if rnd == ROUND_NEAREST:
+        scale = times_all
+    else:
+        def scale(values, y, prec, then=None):
+            out = [mpf_mul(x, y, prec, rnd) for x in values]
+            return out if then is None else [mpf_mul(x, then, prec, rnd) for x in out]
     blocks = []
-    for k, row in enumerate(_moving_entries(C)):
-        factor = from_int(k + 1)
-        scaled = [x if x == fzero else product(x, factor, prec) for x in row]
-        if h is not None:
-            hk = mpf_pow_int(h._mpf_, k, prec, rnd)
-            finite = hk[1] or not hk[2]  # 0 times a finite number is 0
-            scaled = [x if x == fzero and finite else product(x, hk, prec) for x in scaled]
-        blocks.append(Fixed(scaled))
+    for k, row in enumerate(_moving_entries(orders)):
+        hk = None if h is None else mpf_pow_int(h._mpf_, k, prec, rnd)
+        if row.count(fzero) == len(row) and (hk is None or hk[1] or not hk[2]):
+            blocks.append(Fixed(row))  # 0 times a finite number is 0
+            continue
+        blocks.append(Fixed(scale(row, from_int(k + 1), prec, hk)))
     return blocks
 
 
-def velocity_energy(C, h) -> mpf:
-    """``int_0^h |theta'(tau)|^2 dtau`` for the state polynomial (exact for the polynomial)."""
+def velocity_energy(C, h, raw=None) -> mpf:
+    """``int_0^h |theta'(tau)|^2 dtau`` for the state polynomial (exact for the polynomial); ``raw`` is
+    ``raw_orders(C)`` where the caller has it."""
     prec, rnd = mp._prec_rounding
     divide = div_int if rnd == ROUND_NEAREST else (lambda x, d, prec: mpf_div(x, from_int(d), prec, rnd))
     K = len(C) - 1
-    D = _derivative_blocks(C, h)
+    D = _derivative_blocks(raw_orders(C) if raw is None else raw, h)
     nonzero = [k for k in range(K) if D[k].lo is not None or D[k].ints is None]  # the others' dots are exact 0
+    products = dots([D[k] for k in nonzero])
     total = []
-    for k in nonzero:
-        for l in nonzero:
-            if l < k:
-                continue
-            value = divide(dot(D[k], D[l]), k + l + 1, prec)
+    for a, k in enumerate(nonzero):
+        for b in range(a, len(nonzero)):
+            l = nonzero[b]
+            value = divide(products[a, b], k + l + 1, prec)
             total.append(value if k == l else mpf_mul_int(value, 2, prec, rnd))
     return mp.make_mpf(mpf_mul(mpf_sum(total, prec, rnd), h._mpf_, prec, rnd))
 
@@ -605,7 +748,7 @@ def velocity_energy_log(C, h, s0) -> mpf:
     (below ``e^-50`` of the rest at working precision) is left out, as in the float64 kernel."""
     K = len(C) - 1
     span = min(h, 50 + mpf(24) / 10 * mp.dps)
-    D = _derivative_blocks(C)
+    D = _derivative_blocks(raw_orders(C))
     total = []
     for n in range(2 * K - 1):
         q_n = mp.fsum(mp.make_mpf(dot(D[k], D[n - k])) for k in range(max(0, n - K + 1), min(n, K - 1) + 1))
