@@ -49,8 +49,7 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
     n, (m, w) = prob.n, start.shape
     per_step, per_event = flow._chunk_buffers(64, 64 + 3 * n * m, order, m, w, False)
     P, now, drop = start.copy(), np.zeros(1), np.zeros((n, m), np.int8)
-    active, mode = flow.initial_surfaces(prob, start)
-    sides = (setup[0].Xa, setup[0].Xc, setup[0].cols)
+    active, mode = flow.initial_surfaces(setup[0], start)
     state = bundles.state(P, active, mode, drop, now, zeno.network_zeno(m, w))
 
     def run():
@@ -60,7 +59,7 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
         state.order[:] = 0
         state.zeno.memory.count[0] = 0
         state.zeno.dissipated[0] = 0.0
-        driver.surface_sides(*sides, P, prob.bias, np.empty((n, m)), active, mode)
+        driver.surface_sides(setup[0], P, np.empty((n, m)), active, mode)
         return driver.integrate_chunk(*setup, state, t_end, 64, 64, per_step, per_event)
 
     return run, P

@@ -521,12 +521,12 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
                           "events": out_info[:, 1].astype(np.int64), "event_counts": np.zeros((count, 6), np.int64),
                           "status_code": out_code.astype(np.int16), "energy_residual": np.full(count, np.nan),
                           "inclusion_residual": np.full(count, np.nan)})
-    surfaces = [initial_surfaces(problem, P) for P in P0]
+    net, method = kernel_bundles(problem, k["order"], k["rtol"], k["caratheodory"], k["selection"], k["tie"],
+                                 k["log_clock"])
+    surfaces = [initial_surfaces(net, P) for P in P0]
     active0 = np.ascontiguousarray(np.stack([s[0] for s in surfaces]))
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
     out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 6))
-    net, method = kernel_bundles(problem, k["order"], k["rtol"], k["caratheodory"], k["selection"], k["tie"],
-                                 k["log_clock"])
     kens.flow_batch(net, method, P0, active0, mode0, k["u_end"], k["u_deadline"], k["max_steps"], k["max_events"],
                     k["loss_below"], k["coef"], k["offset"], k["lin_tol"], out_P, out_code, out_counts, out_info, stop)
     with np.errstate(over="ignore"):

@@ -52,14 +52,12 @@ def _evaluate(times, t0, h, C, order):
     return acc
 
 
-def initial_surfaces(problem: Problem, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def initial_surfaces(net: bundles.Network, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Side of every surface (``z_ij > 0``) and its mode at the packed state ``P``, as the kernel starts from them
-    (:func:`flowlib.kernels.driver.surface_sides`)."""
-    n, m = problem.n, P.shape[0]
+    (:func:`flowlib.kernels.driver.surface_sides`); ``net`` is the problem's :func:`kernel_network`."""
+    n, m = net.Xa.shape[0], P.shape[0]
     active, mode = np.empty((n, m), dtype=np.bool_), np.empty((n, m), dtype=np.int8)
-    Xa = problem.augmented_inputs
-    Xc, cols = bundles.contributing_columns(Xa, problem.bias)
-    driver.surface_sides(Xa, Xc, cols, P, problem.bias, np.empty((n, m)), active, mode)
+    driver.surface_sides(net, P, np.empty((n, m)), active, mode)
     return active, mode
 
 
@@ -302,7 +300,7 @@ def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coeffici
     per_event : flowlib.kernels.bundles.EventLog
         Time, kind, neuron, sample, side and multiplier of each event; ``events`` entries.
     """
-    if states is None or coefficients:
+    if states is None:
         return bundles.step_log(steps, order, m, w, coefficients), bundles.event_log(events)
     return (bundles.StepLog(np.empty(steps + 1), np.empty(steps), states, np.empty(steps + 1), np.empty(steps)),
             bundles.event_log(events))
@@ -539,9 +537,9 @@ class _Watch:
 
     def _loss(self, P: np.ndarray) -> float:
         """The loss at ``P`` as the kernel gives it for the state a chunk reaches (``ln L`` with the log clock)."""
-        Xa, y, loss_kind, c, leak, bias, train_outer, decay = self.setup[0][:8]
-        return driver.loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P[None].copy(),
-                                 self.log_clock)[0]
+        net = self.setup[0]
+        return driver.loss_along(net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias, net.train_outer,
+                                 net.decay, P[None].copy(), self.log_clock)[0]
 
 
 def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, log_clock: bool, rtol: float,
@@ -560,7 +558,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
     dense_output, max_steps, max_events = options["dense_output"], options["max_steps"], options["max_events"]
     setup = kernel_setup(problem, order, rtol, options["solution"], options["selection"], options["tie"], log_clock)
     watch = None if until is None else _Watch(until, P.shape, log_clock, setup)
-    active, mode = initial_surfaces(problem, P)
+    active, mode = initial_surfaces(setup[0], P)
     drop = np.zeros((n, m), dtype=np.int8)
     # the time, where the flow converged to working precision (if it does), the largest inclusion residual
     now = np.array([0.0, math.nan, 0.0])

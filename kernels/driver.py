@@ -1739,17 +1739,18 @@ def _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h
 
 
 @jit
-def surface_sides(Xa, Xc, cols, P, bias, Z, active, mode):
-    """Side (``z_ij > 0``) and mode of every surface at the packed state ``P``, as :func:`integrate_chunk` starts
-    from them (the pre-activations summed over the network's ``Xc = Xa[:, cols]``, as the chunk sums them, so that
-    both see the same signs); ``Z`` (shape ``(n, m)``) is scratch for the pre-activations.
+def surface_sides(net, P, Z, active, mode):
+    """Side (``z_ij > 0``) and mode of every surface of the network ``net`` at the packed state ``P``, as
+    :func:`integrate_chunk` starts from them (the pre-activations summed over ``net.Xc``, as the chunk sums them,
+    so that both see the same signs); ``Z`` (shape ``(n, m)``) is scratch for the pre-activations.
 
     ``x_i = 0`` without bias makes ``z_ij`` identically 0: the sample never moves a neuron and there is no surface
     (``MODE_VOID``); with a bias the normal ``(x_i, 1)`` is never 0.
     """
+    Xa, bias = net.Xa, net.bias
     n, da = Xa.shape
     m = P.shape[0]
-    preactivations(Xc, P, Z, cols)
+    preactivations(net.Xc, P, Z, net.cols)
     for i in range(n):
         void = not bias
         for q in range(da - 1):

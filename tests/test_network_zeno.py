@@ -68,7 +68,7 @@ def kernel_run(ratio=0.25, t_end=10.0, broken=False, grow=False):
     net, method = flow.kernel_setup(prob, order, RTOL, "filippov", 0.0, "stay", False)
     m, w = P_STAR.shape
     P = sequence(0, ratio, grow)[1].copy()
-    active, mode = flow.initial_surfaces(prob, P)
+    active, mode = flow.initial_surfaces(net, P)
     state = bundles.state(P, active, mode, np.zeros((3, m), np.int8), np.zeros(3), kzeno.network_zeno(m, w))
     ws = driver._workspace(net, method, state)
     events = bundles.event_log(64)

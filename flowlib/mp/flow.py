@@ -114,7 +114,7 @@ class _Integrator:
         return slopes(self.data, self.active, [[md != FREE for md in row] for row in self.mode])
 
     def _size(self, k):
-        """``max |C[k]|`` of the step's series (:func:`_max_abs`), computed once per order: the adaptive order, the
+        """``max |C[k]|`` of the step's series (:func:`flowlib.mp.fast.max_magnitude`), computed once per order: the adaptive order, the
         step size and the order controller read the same orders."""
         size = self._sizes.get(k)
         if size is None:
@@ -913,14 +913,9 @@ def _sign_at(coefs, tau, derivative=0):
     return 0
 
 
-def _term_sizes(coefs, powers) -> list:
-    """``abs(c_k) * bound**k`` for each coefficient (mpf, rounded as that expression), ``powers`` the raw
-    ``bound**k``."""
-    return wrap_all(_term_sizes_raw(coefs, powers))
-
-
 def _term_sizes_raw(coefs, powers) -> list:
-    """:func:`_term_sizes` as raw mpf."""
+    """``abs(c_k) * bound**k`` for each coefficient as raw mpf (rounded as that mpf expression), ``powers`` the raw
+    ``bound**k``."""
     prec, rnd = mp._prec_rounding
     return [mpf_mul(mpf_abs(c._mpf_, prec, rnd), p, prec, rnd) for c, p in zip(coefs, powers)]
 
@@ -951,13 +946,6 @@ def _opposite(z0, z1) -> bool:
     if z0[1] and z1[1]:
         return z0[0] != z1[0]
     return mpf_lt(mpf_mul(z0, z1), fzero)
-
-
-def _max_abs(rows):
-    """``max |x|`` over a list of rows; NaN when one is NaN (the built-in ``max`` would skip it: ``nan > x`` is
-    false). Compared on the raw tuples (:func:`flowlib.mp.fast.max_magnitude`)."""
-    prec, rnd = mp._prec_rounding
-    return mp.make_mpf(max_magnitude([x._mpf_ for row in rows for x in row], prec, rnd))
 
 
 class _Stop(Exception):
