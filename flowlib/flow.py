@@ -263,7 +263,7 @@ def gradient_flow(problem: Problem, params0: Params, t_end: float | None = None,
     max_steps = check_budget(max_steps, "max_steps")
     max_events = check_budget(max_events, "max_events")
     check_callback(callback)
-    check_until(until, params0.packed().shape)
+    check_until(until, (params0.m, problem.d + 2))
     if t_eval is None:
         t_eval = np.empty(0)
     else:
@@ -304,6 +304,15 @@ def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coeffici
         return bundles.step_log(steps, order, m, w, coefficients), bundles.event_log(events)
     return (bundles.StepLog(np.empty(steps + 1), np.empty(steps), states, np.empty(steps + 1), np.empty(steps)),
             bundles.event_log(events))
+
+
+def _empty_event_log() -> EventLog:
+    """An empty event log, its columns of the kernels' types, without :class:`EventLog`'s checks of its arguments
+    (a few microseconds of a small run without events)."""
+    log = EventLog.__new__(EventLog)
+    log._set_columns([np.empty(0), np.empty(0, np.int8), np.empty(0, np.int64), np.empty(0, np.int64),
+                      np.empty(0, np.int64), np.empty(0)])
+    return log
 
 
 class _Trajectory:
@@ -406,7 +415,7 @@ class _Trajectory:
         """The events of every chunk, joined into one :class:`~flowlib.result.EventLog`."""
         if len(self.events) == 1:
             return EventLog(*self.events[0])
-        return EventLog(*(np.concatenate(parts) for parts in zip(*self.events))) if self.events else EventLog()
+        return EventLog(*(np.concatenate(parts) for parts in zip(*self.events))) if self.events else _empty_event_log()
 
 
 def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selection: float, tie: str,
@@ -420,15 +429,28 @@ def kernel_bundles(problem: Problem, order: int, rtol: float, caratheodory: bool
                    log_clock: bool) -> tuple[bundles.Network, bundles.Method]:
     """:func:`kernel_setup` from options already in the kernels' terms: whether the solution is Caratheodory's
     (else Filippov's) and the tie policy's code (a value of :data:`TIE_POLICIES`)."""
+    return kernel_network(problem), _method(order, rtol, caratheodory, selection, tie_policy, log_clock)
+
+
+@functools.lru_cache(maxsize=256)
+def _method(order: int, rtol: float, caratheodory: bool, selection: float, tie_policy: int,
+            log_clock: bool) -> bundles.Method:
+    """The kernels' :class:`~flowlib.kernels.bundles.Method`, made once per set of options (the kernels never
+    write to it)."""
     nodes, weights = gauss_legendre(order + 1)
-    return kernel_network(problem), bundles.method(order, rtol, caratheodory, selection, tie_policy, log_clock, nodes,
-                                                   weights)
+    return bundles.method(order, rtol, caratheodory, selection, tie_policy, log_clock, nodes, weights)
 
 
 def kernel_network(problem: Problem) -> bundles.Network:
-    """``problem`` as the kernels' :class:`~flowlib.kernels.bundles.Network`, for the flow and gradient descent."""
-    return bundles.network(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak,
-                           problem.bias, problem.train_outer, problem.weight_decay)
+    """``problem`` as the kernels' :class:`~flowlib.kernels.bundles.Network`, for the flow and gradient descent;
+    built once per problem (a :class:`Problem` is immutable) and kept on it: its contiguous copies and the search
+    for contributing columns cost ~20 us, most of a small problem's Python overhead."""
+    net = problem._network
+    if net is None:
+        net = bundles.network(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak,
+                              problem.bias, problem.train_outer, problem.weight_decay)
+        object.__setattr__(problem, "_network", net)
+    return net
 
 
 def first_chunk_steps(n: int, m: int, w: int, order: int) -> int:

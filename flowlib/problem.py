@@ -116,6 +116,9 @@ class Problem(Summarised):
     train_outer: bool | None = None
     weight_decay: float = 0.0
     _Xa: np.ndarray = field(init=False, repr=False, compare=False)
+    #: the kernels' :class:`flowlib.kernels.bundles.Network` of this problem, built on first use
+    #: (:func:`flowlib.flow.kernel_network`) and not pickled
+    _network: object = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self):
         X = as_real_array(self.X, "X", 2)
@@ -154,6 +157,15 @@ class Problem(Summarised):
         object.__setattr__(self, "bias", bool(self.bias))
         object.__setattr__(self, "train_outer", bool(self.train_outer))
         object.__setattr__(self, "_Xa", np.ascontiguousarray(np.hstack([X, np.ones((X.shape[0], 1))])))
+
+    def __getstate__(self) -> dict:
+        """Pickled without the kernels' bundle (rebuilt where the problem is used: an ensemble's workers)."""
+        state = dict(self.__dict__)
+        state["_network"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     @property
     def n(self) -> int:

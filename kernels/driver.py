@@ -1043,19 +1043,22 @@ def _workspace(net, method, state):
 
 
 @jit
-def _held_surfaces(net, method, state, ws, t, events, n_ev):
-    """Stage 2a: the held surfaces as slots (:func:`build_constraints`); returns ``(status, n_ev, samples, neurons,
-    pinv, dependent, null)``.
+def _held_surfaces(net, state, ws):
+    """Stage 2a: the held surfaces as slots, grouped by neuron (:func:`build_constraints`): ``(samples, neurons,
+    pinv, dependent, null)``. Where a neuron is held on dependent hyperplanes (``dependent``), the loop re-classifies
+    it first (:func:`_held_dependent`)."""
+    Xa, bias, mode, cons_offset = net.Xa, net.bias, state.mode, ws.cons_offset
+    return build_constraints(Xa, bias, mode, cons_offset)
 
-    Neurons held on dependent hyperplanes (duplicate or antipodal samples) are re-classified at every step first:
-    whether some split of their multipliers still fits in ``[leak, 1]`` is decided by the configuration search
-    (the exact release of parallel classes and of a one-dimensional null space is an event of its own,
-    :func:`_group_exits`; beyond, the
-    release is located to the step, not to machine precision).
-    """
-    samples, neurons, pinv, dependent, null = build_constraints(net.Xa, net.bias, state.mode, ws.cons_offset)
-    if not np.any(dependent):
-        return status.RUNNING, n_ev, samples, neurons, pinv, dependent, null
+
+@jit
+def _held_dependent(net, method, state, ws, t, events, n_ev, surfaces):
+    """Stage 2a, dependent hyperplanes (duplicate or antipodal samples): their neurons are re-classified at every
+    step, whether some split of their multipliers still fits in ``[leak, 1]`` being decided by the configuration
+    search (the exact release of parallel classes and of a one-dimensional null space is an event of its own,
+    :func:`_group_exits`; beyond, the release is located to the step, not to machine precision). Returns
+    ``(status, n_ev, surfaces)``, the held surfaces after it (:func:`_held_surfaces`)."""
+    samples, neurons, _, dependent, _ = surfaces
     hit, cons_offset = ws.hit, ws.cons_offset
     hit[:, :] = False
     for slot in range(len(samples)):
@@ -1064,42 +1067,44 @@ def _held_surfaces(net, method, state, ws, t, events, n_ev):
                 hit[samples[q], neurons[q]] = True
     code, n_ev = _resolve(net, method, state, ws, t, events, n_ev)
     if code == status.RUNNING:
-        samples, neurons, pinv, dependent, null = build_constraints(net.Xa, net.bias, state.mode, cons_offset)
-    return code, n_ev, samples, neurons, pinv, dependent, null
+        surfaces = _held_surfaces(net, state, ws)
+    return code, n_ev, surfaces
 
 
 @jit
-def _held_series(net, method, state, ws, t, events, n_ev, low):
-    """Stage 2: the held surfaces (:func:`_held_surfaces`), the Taylor coefficients of the state with each neuron's
-    velocity projected onto them (:func:`.series.taylor_coefficients`, into ``ws.series.C``) and those of each held
-    surface's multiplier, ``s_ij = num / den`` (:func:`_multiplier_series`), and of ``phi = a_j G_i``. The
+def _held_series(net, method, state, ws, t, low, surfaces):
+    """Stage 2: the Taylor coefficients of the state with each neuron's velocity projected onto its held surfaces
+    ``surfaces`` (:func:`_held_surfaces`; :func:`.series.taylor_coefficients`, into ``ws.series.C``) and those of each
+    held surface's multiplier, ``s_ij = num / den`` (:func:`_multiplier_series`), and of ``phi = a_j G_i``. The
     coefficients go to ``method.order``, or, from ``low < method.order`` on (``LOWEST_ORDER`` at least where a
     surface is held or released), only as far as the next crossing needs (:func:`_adaptive_series`). Returns
-    ``(status, n_ev, held, K)``, ``K`` the order reached."""
+    ``(held, K)``, ``K`` the order reached.
+
+    Like every stage called once a step, it reads the bundles' fields it needs before anything else: Numba holds a
+    reference to every array of a bundle for as long as the bundle is used, and a bundle used past a branch costs
+    two atomic operations per array and call (about 1 us for the :class:`Workspace` of ~40 arrays)."""
     Xa, train_outer = net.Xa, net.train_outer
     K = method.order
-    P = state.P
-    C, G = ws.series.C, ws.series.G
-    code, n_ev, samples, neurons, pinv, dependent, null = _held_surfaces(net, method, state, ws, t, events, n_ev)
+    P, mode, drop = state.P, state.mode, state.drop
+    series, S, cons_offset, gnoise, released = ws.series, ws.S, ws.cons_offset, ws.gnoise, ws.released[0]
+    C, G = series.C, series.G
+    samples, neurons, pinv, dependent, null = surfaces
     n_slots = len(samples)
     Cm, phi = np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots))
     num, den = np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots))
     band = np.zeros((n_slots, 2))
-    if code != status.RUNNING:
-        return code, n_ev, Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band,
-                                np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0)), K
     da = Xa.shape[1]
     m, w = P.shape
     for j in range(m):
         for q in range(w):
             C[0, j, q] = P[j, q]
-    if low < K and ws.released[0] > 0:
+    if low < K and released > 0:
         # held surfaces and releases read the step's coefficients for their tangencies (LOWEST_ORDER)
         low = min(K, max(low, LOWEST_ORDER))
     if low < K:
-        K = _adaptive_series(net, method, state, ws, t, samples, pinv, Cm, low)
+        K = _adaptive_series(net, method, series, S, cons_offset, mode, drop, t, samples, pinv, Cm, low)
     else:
-        taylor_coefficients(net, K, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, ws.series)
+        taylor_coefficients(net, K, method.log_clock, t, S, cons_offset, samples, pinv, Cm, series)
     lmax = K - 1 if train_outer else 0
     for slot in range(n_slots):
         i, j = samples[slot], neurons[slot]
@@ -1108,33 +1113,34 @@ def _held_series(net, method, state, ws, t, events, n_ev, low):
             for l in range(min(k, lmax) + 1):
                 acc += C[l, j, da] * G[k - l, i]
             phi[k, slot] = acc
-        _multiplier_series(Xa, ws.S, G, pinv, slot, i, j, K, num, den, ws.gnoise)
+        _multiplier_series(Xa, S, G, pinv, slot, i, j, K, num, den, gnoise)
     group_offset, group_slot, group_weight, group_beta = _group_exits(net, samples, dependent, null, den,
-                                                                      ws.cons_offset)
-    return code, n_ev, Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band, group_offset,
-                            group_slot, group_weight, group_beta), K
+                                                                      cons_offset)
+    return Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band, group_offset, group_slot,
+                group_weight, group_beta), K
 
 
 @jit
-def _adaptive_series(net, method, state, ws, t, samples, pinv, Cm, low):
-    """The Taylor coefficients (:func:`.series.taylor_coefficients`) from order ``low`` on, one order at a time, up
-    to the first whose step (:func:`.stepping.taylor_step`) reaches ``ADAPTIVE_MARGIN`` times the predicted time of
-    the next crossing (:func:`_linear_crossing`), at most ``method.order``; returns the order reached.
+def _adaptive_series(net, method, series, S, cons_offset, mode, drop, t, samples, pinv, Cm, low):
+    """The Taylor coefficients (:func:`.series.taylor_coefficients`, into ``series``, under the slopes ``S``) from
+    order ``low`` on, one order at a time, up to the first whose step (:func:`.stepping.taylor_step`) reaches
+    ``ADAPTIVE_MARGIN`` times the predicted time of the next crossing (:func:`_linear_crossing`, from the surface
+    modes ``mode`` and marks ``drop``), at most ``method.order``; returns the order reached.
 
     Where events are dense the next crossing is a small fraction of the coefficients' radius away, and a low order
     is exact to the tolerance over that distance: each order costs two matrix products, so a step stops at the
     order the crossing needs rather than at the one the last step needed plus a margin. A crossing beyond the
     prediction only ends the step at the step-size rule's bound (the next step goes on from there); one before it is
     found by the event search as always."""
-    series, top, tol = ws.series, method.order, method.tol
+    top, tol, log_clock = method.order, method.tol, method.log_clock
     C = series.C
-    taylor_coefficients(net, low, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, series)
-    target = ADAPTIVE_MARGIN * _linear_crossing(series.Z0, series.Z1, state.mode, state.drop)
+    taylor_coefficients(net, low, log_clock, t, S, cons_offset, samples, pinv, Cm, series)
+    target = ADAPTIVE_MARGIN * _linear_crossing(series.Z0, series.Z1, mode, drop)
     size = max_abs(C[0])
     size = size if size > 0.0 else 1.0
     K = low
     while K < top and taylor_step(size, max_abs(C[K - 1]), max_abs(C[K]), K, tol) < target:
-        taylor_coefficients(net, K + 1, method.log_clock, t, ws.S, ws.cons_offset, samples, pinv, Cm, series, K)
+        taylor_coefficients(net, K + 1, log_clock, t, S, cons_offset, samples, pinv, Cm, series, K)
         K += 1
     return K
 
@@ -1183,14 +1189,14 @@ def _step_size(net, method, ws, t, t_end):
     ``(status, h, span, final, size)``: ``span`` is the interval on which the step's polynomials are accurate (exit
     decisions look that far), ``final`` whether the step ends at ``t_end``, ``size`` the state's ``max|theta|``;
     ``NONFINITE`` for a non-finite coefficient, ``NO_PROGRESS`` for a step that does not advance ``t``."""
-    C, K = ws.series.C, method.order
+    C, F, K, tol, loss_kind, y = ws.series.C, ws.series.F, method.order, method.tol, net.loss_kind, net.y
     top = max_abs(C[K])
     below = max_abs(C[K - 1])
     size = max_abs(C[0])
     if not (math.isfinite(top) and math.isfinite(below)):
         return status.NONFINITE, 0.0, 0.0, False, size
-    h = taylor_step(size if size > 0.0 else 1.0, below, top, K, method.tol)
-    h = min(h, STEP_SAFETY * flat_loss_radius(net.loss_kind, net.y, ws.series.F, FLAT_MARGIN))
+    h = taylor_step(size if size > 0.0 else 1.0, below, top, K, tol)
+    h = min(h, STEP_SAFETY * flat_loss_radius(loss_kind, y, F, FLAT_MARGIN))
     remaining = t_end - t
     span = h if math.isfinite(h) else remaining
     final = h >= remaining
@@ -1205,21 +1211,22 @@ def _step_size(net, method, ws, t, t_end):
 def _noise_bands(net, method, state, ws, held, size, t):
     """Stage 3b: ``held.band``, the noise band of each exit polynomial: the state is uncertain by its local
     tolerance (or rounding), ``max(tol, eps) max|theta|`` (:func:`_residual_noise`, :func:`_slot_noise`)."""
-    n_slots = len(held.samples)
+    Xa, y, leak, loss_kind, c = net.Xa, net.y, net.leak, net.loss_kind, net.c
+    tol, log_clock = method.tol, method.log_clock
+    S, Z0, G0, reach, gnoise, P = ws.S, ws.series.Z0, ws.series.G[0], ws.reach, ws.gnoise, state.P
+    samples, neurons, pinv, band = held.samples, held.neurons, held.pinv, held.band
+    n_slots = len(samples)
     if n_slots == 0:
         return
-    Xa, leak = net.Xa, net.leak
-    state_noise = max(method.tol, _EPS) * size
-    G0 = ws.series.G[0]
-    _residual_noise(Xa, net.y, ws.S, state.P, ws.series.Z0, ws.reach, net.loss_kind, net.c, G0, method.log_clock,
-                    t, state_noise, ws.gnoise)
+    state_noise = max(tol, _EPS) * size
+    _residual_noise(Xa, y, S, P, Z0, reach, loss_kind, c, G0, log_clock, t, state_noise, gnoise)
     da = Xa.shape[1]
     for slot in range(n_slots):
-        i, j = held.samples[slot], held.neurons[slot]
-        spread, value = _slot_sums(Xa, ws.S, G0, ws.gnoise, held.pinv, slot, j)
+        i, j = samples[slot], neurons[slot]
+        spread, value = _slot_sums(Xa, S, G0, gnoise, pinv, slot, j)
         for e in range(2):
-            held.band[slot, e] = _slot_band(abs(state.P[j, da]), spread, value, ws.gnoise[i], G0[i], state_noise,
-                                            leak if e == 0 else 1.0)
+            band[slot, e] = _slot_band(abs(P[j, da]), spread, value, gnoise[i], G0[i], state_noise,
+                                       leak if e == 0 else 1.0)
 
 
 @jit
@@ -1275,26 +1282,29 @@ def _locate_events(net, method, state, ws, held, h, span):
     """Stage 4: the earliest root in ``(0, h]`` of every free switching polynomial (:func:`earliest_switching`)
     and of every held surface's exit polynomials (:func:`_exit_root`). Returns ``(bound, found, n_cand)``: the
     step's end, whether an event ends it, and how many pairs the switching screen left in ``ws.cand``."""
-    Xa, leak, K, C = net.Xa, net.leak, method.order, ws.series.C
-    switching_setup(Xa, C, K, ws.pn, ws.ct_ready)
-    bound, found, n_cand = earliest_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.series.Z0,
-                                              ws.series.Z1, state.mode, state.drop, state.active, h, ws.rad, ws.work,
-                                              ws.poly_g, ws.cand, ws.flags)
-    for slot in range(len(held.samples)):
-        if held.dependent[slot]:
+    Xa, leak, K, C, Z0, Z1 = net.Xa, net.leak, method.order, ws.series.C, ws.series.Z0, ws.series.Z1
+    Ct, ct_ready, pn, xn, rad, work, poly_g, cand, flags = ws.Ct, ws.ct_ready, ws.pn, ws.xn, ws.rad, ws.work, \
+        ws.poly_g, ws.cand, ws.flags
+    poly, band, forced, mode, drop, active = ws.poly, ws.band, ws.forced, state.mode, state.drop, state.active
+    num, den, bands, dependent = held.num, held.den, held.band, held.dependent
+    groups = len(held.group_offset) > 1
+    switching_setup(Xa, C, K, pn, ct_ready)
+    bound, found, n_cand = earliest_switching(Xa, C, Ct, ct_ready, pn, xn, K, Z0, Z1, mode, drop, active, h, rad,
+                                              work, poly_g, cand, flags)
+    for slot in range(len(dependent)):
+        if dependent[slot]:
             continue
         for e in range(2):
             beta = leak if e == 0 else 1.0
-            tau = _exit_root(held.num, held.den, slot, K - 1, beta, bound, max(span, bound), held.band[slot, e],
-                             ws.work, ws.poly, ws.band)
+            tau = _exit_root(num, den, slot, K - 1, beta, bound, max(span, bound), bands[slot, e], work, poly, band)
             if tau <= bound:
                 bound = tau
                 found = True
-    tau = _group_exits_due(held, C, K - 1, bound, max(span, bound), ws.work, ws.poly, ws.band, 0.0, None,
-                           ws.forced, 0.0)
-    if tau <= bound:
-        bound = tau
-        found = True
+    if groups:
+        tau = _group_exits_due(held, C, K - 1, bound, max(span, bound), work, poly, band, 0.0, None, forced, 0.0)
+        if tau <= bound:
+            bound = tau
+            found = True
     return bound, found, n_cand
 
 
@@ -1303,32 +1313,36 @@ def _record_step(net, method, ws, t, h, n_steps, steps):
     """Stage 5a: write step ``n_steps`` (start, length, coefficients or starting state, loss at its start from the
     recurrence's outputs ``F[0]``, and ``int |theta'|^2``). Returns whether the loss and energy are finite (a loss
     of ``+inf``/NaN, or a non-finite energy, ends the run at the step's start; ``ln L = -inf`` is an exact 0)."""
-    C, F, K = ws.series.C, ws.series.F, method.order
-    steps.t[n_steps] = t
-    steps.h[n_steps] = h
-    if steps.C.shape[1] == 1:
-        steps.C[n_steps, 0] = C[0]
+    C, F, K, log_clock, nodes, weights = ws.series.C, ws.series.F, method.order, method.log_clock, \
+        method.gl_nodes, method.gl_weights
+    y, loss_kind, c, decay, bias, train_outer = net.y, net.loss_kind, net.c, net.decay, net.bias, net.train_outer
+    out_t, out_h, out_C, out_loss, out_energy = steps
+    out_t[n_steps] = t
+    out_h[n_steps] = h
+    if out_C.shape[1] == 1:
+        out_C[n_steps, 0] = C[0]
     else:  # the orders above the step's are 0 (dense output evaluates every step at the chunk's order)
-        steps.C[n_steps, :K + 1] = C[:K + 1]
-        steps.C[n_steps, K + 1:] = 0.0
-    if method.log_clock:
-        steps.loss[n_steps] = log_loss_from_outputs(F[0], net.y, net.loss_kind, net.c)
-        steps.energy[n_steps] = velocity_energy_log(C, K, h, t, method.gl_nodes, method.gl_weights)
+        out_C[n_steps, :K + 1] = C[:K + 1]
+        out_C[n_steps, K + 1:] = 0.0
+    if log_clock:
+        out_loss[n_steps] = log_loss_from_outputs(F[0], y, loss_kind, c)
+        out_energy[n_steps] = velocity_energy_log(C, K, h, t, nodes, weights)
     else:
-        steps.loss[n_steps] = loss_from_outputs(F[0], net.y, net.loss_kind, net.c)
-        if net.decay != 0.0:
-            steps.loss[n_steps] += 0.5 * net.decay * penalty(C[0], net.bias, net.train_outer)
-        steps.energy[n_steps] = velocity_energy(C, K, h)
-    return steps.loss[n_steps] < math.inf and math.isfinite(steps.energy[n_steps])
+        out_loss[n_steps] = loss_from_outputs(F[0], y, loss_kind, c)
+        if decay != 0.0:
+            out_loss[n_steps] += 0.5 * decay * penalty(C[0], bias, train_outer)
+        out_energy[n_steps] = velocity_energy(C, K, h)
+    return out_loss[n_steps] < math.inf and math.isfinite(out_energy[n_steps])
 
 
 @jit
 def _advance(net, state, ws, held, h, K):
     """Stage 5b: the state at the step's end (the Taylor polynomial at ``h``), held neurons projected back onto
     their surfaces (drift correction). Returns whether it is finite; if not, ``P`` goes back to the step's start."""
-    P, C = state.P, ws.series.C
+    P, C, Xa, bias = state.P, ws.series.C, net.Xa, net.bias
+    samples, neurons, pinv = held.samples, held.neurons, held.pinv
     horner_state(C, K, h, P)
-    _project_onto_surfaces(net.Xa, net.bias, P, held.samples, held.neurons, held.pinv)
+    _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
     if math.isfinite(max_abs(P)):
         return True
     m, w = P.shape
@@ -1339,25 +1353,32 @@ def _advance(net, state, ws, held, h, K):
 
 
 @jit
-def _classify_reached(net, method, state, ws, held, h, span, found, n_cand, t, events, n_ev):
-    """Stage 5c: at an event (``found``), every free surface reached within ``SIMULTANEOUS h`` of the step's end
+def _step_end(net, state, ws):
+    """Stage 5c without an event: the pre-activations of the state reached replace those of the step's start in
+    ``ws.series.Z0``, and the marks of surfaces just crossed or left (``drop``, ``ws.reheld``, ``ws.released``) are
+    cleared."""
+    Xc, cols, P, Z0, drop, reheld, released = net.Xc, net.cols, state.P, ws.series.Z0, state.drop, ws.reheld, \
+        ws.released
+    preactivations(Xc, P, Z0, cols)
+    drop[:, :] = DROP_NONE
+    reheld[:, :] = False
+    released[0] = 0
+
+
+@jit
+def _classify_reached(net, method, state, ws, held, h, span, n_cand, t, events, n_ev):
+    """Stage 5c at an event: every free surface reached within ``SIMULTANEOUS h`` of the step's end
     (:func:`reached_switching`, among the ``n_cand`` pairs the step's screen left) and every held surface whose
     multiplier leaves ``[leak, 1]`` there are classified together (:func:`_resolve`); the marks of surfaces just
-    crossed or left are cleared first. Between the two, the
-    pre-activations of the state reached replace those of the step's start in ``ws.series.Z0`` (the search reads the
-    step's switching polynomials, the classification the new state). Returns ``(status, n_ev)``."""
+    crossed or left are cleared first. Between the two, the pre-activations of the state reached replace those of
+    the step's start in ``ws.series.Z0`` (:func:`_step_end`: the search reads the step's switching polynomials, the
+    classification the new state). Returns ``(status, n_ev)``."""
     Xa, leak, K, C, mode, drop = net.Xa, net.leak, method.order, ws.series.C, state.mode, state.drop
     hit, forced = ws.hit, ws.forced
     reach = h * (1.0 + SIMULTANEOUS)
-    if found:
-        reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.series.Z0, ws.series.Z1, drop, state.active,
-                          reach, hit, ws.work, ws.poly_g, ws.cand, n_cand)
-    preactivations(net.Xc, state.P, ws.series.Z0, net.cols)
-    drop[:, :] = DROP_NONE
-    ws.reheld[:, :] = False
-    ws.released[0] = 0
-    if not found:
-        return status.RUNNING, n_ev
+    reached_switching(Xa, C, ws.Ct, ws.ct_ready, ws.pn, ws.xn, K, ws.series.Z0, ws.series.Z1, drop, state.active,
+                      reach, hit, ws.work, ws.poly_g, ws.cand, n_cand)
+    _step_end(net, state, ws)
     for slot in range(len(held.samples)):
         i, j = held.samples[slot], held.neurons[slot]
         if held.dependent[slot]:
@@ -1381,8 +1402,9 @@ def _classify_reached(net, method, state, ws, held, h, span, found, n_cand, t, e
 def _coasting(net, state, ws):
     """Whether a square-loss flow (without weight decay) has converged to working precision (:func:`_converged`):
     its residuals are rounding, and it coasts to ``t_end``."""
-    return net.loss_kind == LOSS_SQUARE and net.decay == 0.0 and _converged(
-        net.Xa, net.y, state.P, ws.series.Z0, ws.S, net.bias, ws.neuron_scale)
+    loss_kind, decay, Xa, y, bias = net.loss_kind, net.decay, net.Xa, net.y, net.bias
+    P, Z0, S, neuron_scale = state.P, ws.series.Z0, ws.S, ws.neuron_scale
+    return loss_kind == LOSS_SQUARE and decay == 0.0 and _converged(Xa, y, P, Z0, S, bias, neuron_scale)
 
 
 @jit
@@ -1649,9 +1671,12 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             break
         # 2. Taylor coefficients (to the step's order), held surfaces and their multipliers
         step = _at_order(method, K)
-        code, n_ev, held, K = _held_series(net, step, state, ws, t, events, n_ev, low)
-        if code != status.RUNNING:
-            break
+        surfaces = _held_surfaces(net, state, ws)
+        if np.any(surfaces[3]):
+            code, n_ev, surfaces = _held_dependent(net, method, state, ws, t, events, n_ev, surfaces)
+            if code != status.RUNNING:
+                break
+        held, K = _held_series(net, step, state, ws, t, low, surfaces)
         step = _at_order(method, K)
         # 3. step size, noise bands, hold / release
         code, h, span, final, size = _step_size(net, step, ws, t, t_end)
@@ -1664,8 +1689,10 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
                 continue
         if code != status.RUNNING:
             break
-        _noise_bands(net, step, state, ws, held, size, t)
-        released = _releases_due(net, state, ws, held, h)
+        held_any = len(held.samples) > 0
+        if held_any:
+            _noise_bands(net, step, state, ws, held, size, t)
+        released = held_any and _releases_due(net, state, ws, held, h)
         if not released and ws.released[0] > 0:
             ws.hit[:, :] = False
             released = _released_backwards(net.Xa, ws.series.C, K, h, net.bias, active, mode, drop, ws.reheld,
@@ -1703,9 +1730,12 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         n_steps += 1
         t = t_end if final else t + h
         first_event = n_ev
-        code, n_ev = _classify_reached(net, step, state, ws, held, h, span, found, n_cand, t, events, n_ev)
-        if code != status.RUNNING:
-            break
+        if found:
+            code, n_ev = _classify_reached(net, step, state, ws, held, h, span, n_cand, t, events, n_ev)
+            if code != status.RUNNING:
+                break
+        else:
+            _step_end(net, state, ws)
         K = _next_order(ws.series.C, K, top, h, size, method.tol, found)
         low = min(K, ADAPTIVE_MIN_ORDER) if found else K
         # 6. an event instant goes to the Zeno detector, which passes an accumulation of them
