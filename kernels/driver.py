@@ -117,7 +117,18 @@ def switching_setup(Xa, C, order, pn, ct_ready):
     m = C.shape[1]
     for k in range(order):
         for j in range(m):
-            pn[k, j] = scaled_norm(C[k + 1, j, :da])
+            # :func:`scaled_norm`'s sums, without a view of the row per (k, j) (its reference count costs more than
+            # the four products of a small network); the rare zero, non-finite or extreme row goes to it
+            top = 0.0
+            acc = 0.0
+            for q in range(da):
+                x = C[k + 1, j, q]
+                top = max(top, abs(x))
+                acc += x * x
+            if 1e-150 < top < 1e150 and not math.isnan(acc):
+                pn[k, j] = math.sqrt(acc)
+            else:
+                pn[k, j] = scaled_norm(C[k + 1, j, :da])
     for j in range(m):
         ct_ready[j] = False
 
