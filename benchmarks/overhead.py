@@ -8,8 +8,9 @@ For the toy transversal problems of ``flowlib bench`` (B0, B1), best of many rep
 * ``per step``: ``kernel`` over the number of Taylor steps;
 * heyoka.py's masks + events peer (when installed), per trajectory and per step, its compilation excluded.
 
-``python -m benchmarks.overhead`` prints the table (the README's "~20 us of kernel and ~20 us of Python" and the
-per-step comparison with heyoka come from it).
+``python -m benchmarks.overhead`` prints the table (the README's split of a small call into kernel and Python and
+the per-step comparison with heyoka come from it), then what a stage call costs when it uses its bundles past a
+branch against reading their fields first (:func:`bundle_call_ns`; the rule of docs/design.md, *Algorithm*).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from benchmarks import bench
 from benchmarks.peers import heyoka_peer
 from flowlib import examples, flow
 from flowlib.kernels import bundles, driver, zeno
+from flowlib.kernels._jit import jit
 from flowlib.running import order_for
 
 RTOL = flow.DEFAULT_RTOL
@@ -65,6 +67,55 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
     return run, P
 
 
+@jit
+def _fields_late(net, state, ws):
+    """A trivial stage that names its bundles after a branch (as ``driver._coasting`` did)."""
+    if net.loss_kind != 2 or net.decay != 0.0:
+        return False
+    return driver._converged(net.Xa, net.y, state.P, ws.series.Z0, ws.S, net.bias, ws.neuron_scale)
+
+
+@jit
+def _fields_first(net, state, ws):
+    """The same stage reading the fields it needs first (``driver._coasting`` now)."""
+    loss_kind, decay, Xa, y, bias = net.loss_kind, net.decay, net.Xa, net.y, net.bias
+    P, Z0, S, scale = state.P, ws.series.Z0, ws.S, ws.neuron_scale
+    if loss_kind != 2 or decay != 0.0:
+        return False
+    return driver._converged(Xa, y, P, Z0, S, bias, scale)
+
+
+@jit
+def _calls(net, method, state, reps, late):
+    """``reps`` calls of one of the two stages on a fresh :class:`~flowlib.kernels.driver.Workspace`."""
+    ws = driver._workspace(net, method, state)
+    count = 0
+    for _ in range(reps):
+        count += _fields_late(net, state, ws) if late else _fields_first(net, state, ws)
+    return count
+
+
+def bundle_call_ns(reps: int = 200_000) -> tuple[float, float]:
+    """Nanoseconds per call of a trivial stage taking the network, the state and the ``Workspace`` (~60 arrays in
+    all) on B1-os, its bundles named after a branch against its fields read first: ``(late, first)``, best of five.
+    Numba holds a reference to each array of a named tuple while the tuple is used, so the first pays two atomic
+    operations per array and call."""
+    prob, p0 = bench.os_transversal()
+    setup = flow.kernel_setup(prob, order_for(RTOL), RTOL, "filippov", prob.leak, "stay", False)
+    P = p0.packed()
+    active, mode = flow.initial_surfaces(setup[0], P)
+    state = bundles.state(P, active, mode, np.zeros(active.shape, np.int8), np.zeros(1),
+                          zeno.network_zeno(*P.shape))
+    late, first = [], []
+    for runs, flag in ((late, True), (first, False)):
+        _calls(*setup, state, 1, flag)
+        for _ in range(5):
+            start = timeit.default_timer()
+            _calls(*setup, state, reps, flag)
+            runs.append((timeit.default_timer() - start) / reps * 1e9)
+    return min(late), min(first)
+
+
 def main() -> int:
     cases = {"B0-e1p1": (*bench.e1_problem(), 1.5), "B0-seed0": (*examples.gd_rate_network(2.0, 3.0, -2.0, 3.1), 100.0),
              "B1-one": (*bench.one_crossing_problem(), 5.0), "B1-two": (*examples.two_crossings(), 2.0),
@@ -89,6 +140,9 @@ def main() -> int:
             hy_time = best_us(hy.run, number)
             line += f"{hy_time:>11.1f}{hy_steps:>9}{hy_time / hy_steps:>11.2f}"
         print(line)
+    late, first = bundle_call_ns()
+    print(f"a stage call with (net, state, workspace): bundles named after a branch {late:.0f} ns, "
+          f"fields read first {first:.1f} ns")
     return 0
 
 
