@@ -69,35 +69,27 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
 
 @jit
 def _fields_late(net, state, ws):
-    """A trivial stage that names its bundles after a branch (as ``driver._coasting`` did)."""
+    """``driver._coasting`` as it was: the bundles named after a branch (the kernel's reads their fields first)."""
     if net.loss_kind != 2 or net.decay != 0.0:
         return False
     return driver._converged(net.Xa, net.y, state.P, ws.series.Z0, ws.S, net.bias, ws.neuron_scale)
 
 
 @jit
-def _fields_first(net, state, ws):
-    """The same stage reading the fields it needs first (``driver._coasting`` now)."""
-    loss_kind, decay, Xa, y, bias = net.loss_kind, net.decay, net.Xa, net.y, net.bias
-    P, Z0, S, scale = state.P, ws.series.Z0, ws.S, ws.neuron_scale
-    if loss_kind != 2 or decay != 0.0:
-        return False
-    return driver._converged(Xa, y, P, Z0, S, bias, scale)
-
-
-@jit
 def _calls(net, method, state, reps, late):
-    """``reps`` calls of one of the two stages on a fresh :class:`~flowlib.kernels.driver.Workspace`."""
+    """``reps`` calls of :func:`_fields_late` or of ``driver._coasting`` on a fresh
+    :class:`~flowlib.kernels.driver.Workspace`."""
     ws = driver._workspace(net, method, state)
     count = 0
     for _ in range(reps):
-        count += _fields_late(net, state, ws) if late else _fields_first(net, state, ws)
+        count += _fields_late(net, state, ws) if late else driver._coasting(net, state, ws)
     return count
 
 
 def bundle_call_ns(reps: int = 200_000) -> tuple[float, float]:
     """Nanoseconds per call of a trivial stage taking the network, the state and the ``Workspace`` (~60 arrays in
-    all) on B1-os, its bundles named after a branch against its fields read first: ``(late, first)``, best of five.
+    all) on B1-os, its bundles named after a branch (:func:`_fields_late`) against its fields read first (the
+    kernel's ``_coasting``): ``(late, first)``, best of five.
     Numba holds a reference to each array of a named tuple while the tuple is used, so the first pays two atomic
     operations per array and call."""
     prob, p0 = bench.os_transversal()

@@ -306,15 +306,6 @@ def _chunk_buffers(steps: int, events: int, order: int, m: int, w: int, coeffici
             bundles.event_log(events))
 
 
-def _empty_event_log() -> EventLog:
-    """An empty event log, its columns of the kernels' types, without :class:`EventLog`'s checks of its arguments
-    (a few microseconds of a small run without events)."""
-    log = EventLog.__new__(EventLog)
-    log._set_columns([np.empty(0), np.empty(0, np.int8), np.empty(0, np.int64), np.empty(0, np.int64),
-                      np.empty(0, np.int64), np.empty(0)])
-    return log
-
-
 class _Trajectory:
     """What the chunks of a float64 run produced so far, kept as views into their buffers and joined once at the end.
 
@@ -415,7 +406,7 @@ class _Trajectory:
         """The events of every chunk, joined into one :class:`~flowlib.result.EventLog`."""
         if len(self.events) == 1:
             return EventLog(*self.events[0])
-        return EventLog(*(np.concatenate(parts) for parts in zip(*self.events))) if self.events else _empty_event_log()
+        return EventLog(*(np.concatenate(parts) for parts in zip(*self.events))) if self.events else EventLog.empty()
 
 
 def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selection: float, tie: str,

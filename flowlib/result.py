@@ -224,6 +224,15 @@ class EventLog(_ColumnLog):
         self._set_columns([t, codes.astype(np.int8), _integer_column(neuron), _integer_column(sample),
                            _integer_column(side), multiplier])
 
+    @classmethod
+    def empty(cls) -> EventLog:
+        """An empty log, its columns of the types :meth:`__init__` gives them, without checking arguments (a few
+        microseconds of a small run without events)."""
+        log = cls.__new__(cls)
+        log._set_columns([np.empty(0), np.empty(0, np.int8), np.empty(0, np.int64), np.empty(0, np.int64),
+                          np.empty(0, np.int64), np.empty(0)])
+        return log
+
     def _record(self, t, kind, neuron, sample, side, multiplier) -> Event:
         return Event(t, EVENT_KINDS[kind], neuron, sample, side, multiplier)
 

@@ -162,6 +162,16 @@ def test_event_log_is_a_sequence_of_events(mixed):
     assert repr(log) == "EventLog(5 events)"
 
 
+def test_empty_event_log_is_the_checked_constructors():
+    """``EventLog.empty()`` (a run without events) skips the argument checks but gives what ``EventLog()`` gives:
+    equal logs with the same column types."""
+    fast, checked = fl.EventLog.empty(), fl.EventLog()
+    assert fast == checked and len(fast) == 0 and list(fast) == []
+    for name in fl.EventLog.__slots__:
+        assert getattr(fast, name).dtype == getattr(checked, name).dtype, name
+    assert repr(fast) == "EventLog(0 events)"
+
+
 def test_event_counts_from_the_columns(mixed):
     by_hand = {}
     for e in mixed.events:
