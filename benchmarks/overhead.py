@@ -51,8 +51,10 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
     n, (m, w) = prob.n, start.shape
     per_step, per_event = flow._chunk_buffers(64, 64 + 3 * n * m, order, m, w, False)
     P, now, drop = start.copy(), np.zeros(1), np.zeros((n, m), np.int8)
-    active, mode = flow.initial_surfaces(setup[0], start)
+    active, mode = flow.initial_surfaces(prob, start)
     state = bundles.state(P, active, mode, drop, now, zeno.network_zeno(m, w))
+    args = tuple(bundles.plain(bundle) for bundle in (*setup, state))
+    logs = bundles.plain(per_step), bundles.plain(per_event)
 
     def run():
         P[:] = start
@@ -61,8 +63,8 @@ def kernel_runner(prob: fl.Problem, p0: fl.Params, t_end: float):
         state.order[:] = 0
         state.zeno.memory.count[0] = 0
         state.zeno.dissipated[0] = 0.0
-        driver.surface_sides(setup[0], P, np.empty((n, m)), active, mode)
-        return driver.integrate_chunk(*setup, state, t_end, 64, 64, per_step, per_event)
+        driver.surface_sides(args[0], P, np.empty((n, m)), active, mode)
+        return driver.integrate_chunk(*args, t_end, 64, 64, *logs)
 
     return run, P
 
@@ -95,7 +97,7 @@ def bundle_call_ns(reps: int = 200_000) -> tuple[float, float]:
     prob, p0 = bench.os_transversal()
     setup = flow.kernel_setup(prob, order_for(RTOL), RTOL, "filippov", prob.leak, "stay", False)
     P = p0.packed()
-    active, mode = flow.initial_surfaces(setup[0], P)
+    active, mode = flow.initial_surfaces(prob, P)
     state = bundles.state(P, active, mode, np.zeros(active.shape, np.int8), np.zeros(1),
                           zeno.network_zeno(*P.shape))
     late, first = [], []

@@ -31,7 +31,7 @@ def test_bundle_call_stages_agree():
     prob, p0 = bench.os_transversal()
     setup = flow.kernel_setup(prob, 16, 1e-13, "filippov", prob.leak, "stay", False)
     P = p0.packed()
-    active, mode = flow.initial_surfaces(setup[0], P)
+    active, mode = flow.initial_surfaces(prob, P)
     state = bundles.state(P, active, mode, np.zeros(active.shape, np.int8), np.zeros(1), zeno.network_zeno(*P.shape))
     assert _calls(*setup, state, 3, True) == _calls(*setup, state, 3, False) == 0
     late, first = bundle_call_ns(reps=10)

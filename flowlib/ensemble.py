@@ -522,8 +522,8 @@ def _run_group(method, problem, P0, settings, stop) -> dict:
                           "status_code": out_code.astype(np.int16), "energy_residual": np.full(count, np.nan),
                           "inclusion_residual": np.full(count, np.nan)})
     net, method = kernel_bundles(problem, k["order"], k["rtol"], k["caratheodory"], k["selection"], k["tie"],
-                                 k["log_clock"])
-    surfaces = [initial_surfaces(net, P) for P in P0]
+                                 k["log_clock"], plain=True)
+    surfaces = [initial_surfaces(problem, P) for P in P0]
     active0 = np.ascontiguousarray(np.stack([s[0] for s in surfaces]))
     mode0 = np.ascontiguousarray(np.stack([s[1] for s in surfaces]))
     out_counts, out_info = np.empty((count, 6), np.int64), np.empty((count, 6))

@@ -52,12 +52,12 @@ def _evaluate(times, t0, h, C, order):
     return acc
 
 
-def initial_surfaces(net: bundles.Network, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Side of every surface (``z_ij > 0``) and its mode at the packed state ``P``, as the kernel starts from them
-    (:func:`flowlib.kernels.driver.surface_sides`); ``net`` is the problem's :func:`kernel_network`."""
-    n, m = net.Xa.shape[0], P.shape[0]
+def initial_surfaces(problem: Problem, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Side of every surface (``z_ij > 0``) of ``problem`` and its mode at the packed state ``P``, as the kernel
+    starts from them (:func:`flowlib.kernels.driver.surface_sides`)."""
+    n, m = problem.n, P.shape[0]
     active, mode = np.empty((n, m), dtype=np.bool_), np.empty((n, m), dtype=np.int8)
-    driver.surface_sides(net, P, np.empty((n, m)), active, mode)
+    driver.surface_sides(_networks(problem)[1], P, np.empty((n, m)), active, mode)
     return active, mode
 
 
@@ -398,50 +398,64 @@ class _Trajectory:
                 times = np.expm1(ev_t[:e])
         else:
             times = ev_t[:e].copy()
-        self.events.append((times, *(column[:e].copy() for column in (ev_kind, ev_neuron, ev_sample, ev_side,
-                                                                      ev_mult))))
+        self.events.append((times, ev_kind[:e].copy(), ev_neuron[:e].copy(), ev_sample[:e].copy(),
+                            ev_side[:e].astype(np.int64), ev_mult[:e].copy()))
         self.n_events += e
 
     def event_log(self) -> EventLog:
         """The events of every chunk, joined into one :class:`~flowlib.result.EventLog`."""
         if len(self.events) == 1:
-            return EventLog(*self.events[0])
-        return EventLog(*(np.concatenate(parts) for parts in zip(*self.events))) if self.events else EventLog.empty()
+            return EventLog._of_columns(self.events[0])
+        if not self.events:
+            return EventLog.empty()
+        return EventLog._of_columns([np.concatenate(parts) for parts in zip(*self.events)])
 
 
 def kernel_setup(problem: Problem, order: int, rtol: float, solution: str, selection: float, tie: str,
-                 log_clock: bool) -> tuple[bundles.Network, bundles.Method]:
+                 log_clock: bool, plain: bool = False) -> tuple:
     """The leading arguments of :func:`~flowlib.kernels.driver.integrate_chunk`: the problem and the method (order,
-    tolerance, solution concept, clock and quadrature) as the kernels' bundles, from checked options."""
-    return kernel_bundles(problem, order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock)
+    tolerance, solution concept, clock and quadrature) as the kernels' bundles (``plain``: as the plain tuples that
+    :func:`~flowlib.kernels.driver.integrate_chunk` takes, :func:`flowlib.kernels.bundles.plain`), from checked
+    options."""
+    return kernel_bundles(problem, order, rtol, solution == "caratheodory", selection, TIE_POLICIES[tie], log_clock,
+                          plain)
 
 
 def kernel_bundles(problem: Problem, order: int, rtol: float, caratheodory: bool, selection: float, tie_policy: int,
-                   log_clock: bool) -> tuple[bundles.Network, bundles.Method]:
+                   log_clock: bool, plain: bool = False) -> tuple:
     """:func:`kernel_setup` from options already in the kernels' terms: whether the solution is Caratheodory's
     (else Filippov's) and the tie policy's code (a value of :data:`TIE_POLICIES`)."""
-    return kernel_network(problem), _method(order, rtol, caratheodory, selection, tie_policy, log_clock)
+    form = 1 if plain else 0
+    return _networks(problem)[form], _methods(order, rtol, caratheodory, selection, tie_policy, log_clock)[form]
 
 
 @functools.lru_cache(maxsize=256)
-def _method(order: int, rtol: float, caratheodory: bool, selection: float, tie_policy: int,
-            log_clock: bool) -> bundles.Method:
-    """The kernels' :class:`~flowlib.kernels.bundles.Method`, made once per set of options (the kernels never
-    write to it)."""
+def _methods(order: int, rtol: float, caratheodory: bool, selection: float, tie_policy: int,
+             log_clock: bool) -> tuple[bundles.Method, tuple]:
+    """The kernels' :class:`~flowlib.kernels.bundles.Method` and the same as plain tuples, made once per set of
+    options (the kernels never write to it)."""
     nodes, weights = gauss_legendre(order + 1)
-    return bundles.method(order, rtol, caratheodory, selection, tie_policy, log_clock, nodes, weights)
+    method = bundles.method(order, rtol, caratheodory, selection, tie_policy, log_clock, nodes, weights)
+    return method, bundles.plain(method)
 
 
 def kernel_network(problem: Problem) -> bundles.Network:
     """``problem`` as the kernels' :class:`~flowlib.kernels.bundles.Network`, for the flow and gradient descent;
     built once per problem (a :class:`Problem` is immutable) and kept on it: its contiguous copies and the search
     for contributing columns cost ~20 us, most of a small problem's Python overhead."""
-    net = problem._network
-    if net is None:
+    return _networks(problem)[0]
+
+
+def _networks(problem: Problem) -> tuple[bundles.Network, tuple]:
+    """:func:`kernel_network` and the same as plain tuples (:func:`flowlib.kernels.bundles.plain`), kept on
+    ``problem``."""
+    nets = problem._network
+    if nets is None:
         net = bundles.network(problem.augmented_inputs, problem.y, problem.loss_code, problem.scale, problem.leak,
                               problem.bias, problem.train_outer, problem.weight_decay)
-        object.__setattr__(problem, "_network", net)
-    return net
+        nets = (net, bundles.plain(net))
+        object.__setattr__(problem, "_network", nets)
+    return nets
 
 
 def first_chunk_steps(n: int, m: int, w: int, order: int) -> int:
@@ -571,12 +585,14 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
     dense_output, max_steps, max_events = options["dense_output"], options["max_steps"], options["max_events"]
     setup = kernel_setup(problem, order, rtol, options["solution"], options["selection"], options["tie"], log_clock)
     watch = None if until is None else _Watch(until, P.shape, log_clock, setup)
-    active, mode = initial_surfaces(setup[0], P)
+    kernel_args = kernel_setup(problem, order, rtol, options["solution"], options["selection"], options["tie"],
+                               log_clock, plain=True)
+    active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
     # the time, where the flow converged to working precision (if it does), the largest inclusion residual
     now = np.array([0.0, math.nan, 0.0])
     orders = np.zeros(2, np.int64)  # the order controller's, from chunk to chunk
-    zeno = kzeno.network_zeno(m, w)  # the Zeno detector's memory of the last event instants, idem
+    zeno = kzeno.zeno_fields.py_func(m, w)  # the Zeno detector's memory of the last event instants, idem
     run = _Trajectory(P, u_eval, order, dense_output, log_clock)
     chunk_steps = first_chunk_steps(n, m, w, order)
     per_step_bytes = stored_bytes_per_step(order, m, w, dense_output)
@@ -595,10 +611,10 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
                 slots = None if coefficients or run.start else run.state_slots(budget_steps, P, step_cap)
                 per_step, per_event = _chunk_buffers(budget_steps, budget_events + 3 * n * m, order, m, w,
                                                      coefficients, slots)
-                state = bundles.State(P, active, mode, drop, now, orders, zeno)
+                state = (P, active, mode, drop, now, orders, zeno)  # a bundles.State, plain
                 tick = time.perf_counter()
-                code, k, e = driver.integrate_chunk(*setup, state, target, budget_steps, budget_events, per_step,
-                                                    per_event)
+                code, k, e = driver.integrate_chunk(*kernel_args, state, target, budget_steps, budget_events,
+                                                    tuple(per_step), tuple(per_event))
                 elapsed = time.perf_counter() - tick
                 if watch is not None:
                     code, k, e = watch.after_chunk(code, k, e, target < u_end, P, now, per_step, per_event)

@@ -116,8 +116,8 @@ class Problem(Summarised):
     train_outer: bool | None = None
     weight_decay: float = 0.0
     _Xa: np.ndarray = field(init=False, repr=False, compare=False)
-    #: the kernels' :class:`flowlib.kernels.bundles.Network` of this problem, built on first use
-    #: (:func:`flowlib.flow.kernel_network`) and not pickled
+    #: the kernels' :class:`flowlib.kernels.bundles.Network` of this problem and the same as plain tuples, built on
+    #: first use (:func:`flowlib.flow.kernel_network`) and not pickled
     _network: object = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self):

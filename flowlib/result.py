@@ -37,6 +37,16 @@ _EVENT_CODES = {name: code for code, name in EVENT_KINDS.items()}
 _KNOWN_KIND = np.isin(np.arange(max(EVENT_KINDS) + 1), list(EVENT_KINDS))
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+#: the columns of every empty :class:`EventLog` (:meth:`EventLog.empty`), shared: read-only, and holding nothing
+_EMPTY_EVENT_COLUMNS = tuple(_read_only(np.empty(0, dtype)) for dtype in (np.float64, np.int8, np.int64, np.int64,
+                                                                           np.int64, np.float64))
+
+
 def _known_codes(codes: np.ndarray) -> bool:
     """Every entry of the integer array ``codes`` is a kind code (a table lookup: a run's log is checked in
     microseconds, where ``np.isin`` takes ~80 us)."""
@@ -226,11 +236,19 @@ class EventLog(_ColumnLog):
 
     @classmethod
     def empty(cls) -> EventLog:
-        """An empty log, its columns of the types :meth:`__init__` gives them, without checking arguments (a few
-        microseconds of a small run without events)."""
+        """An empty log, its columns of the types :meth:`__init__` gives them (shared, read-only empty arrays),
+        without checking arguments: a few microseconds of a small run without events."""
+        return cls._of_columns(_EMPTY_EVENT_COLUMNS)
+
+    @classmethod
+    def _of_columns(cls, columns) -> EventLog:
+        """The log of ``columns``, flat arrays already of the types :meth:`__init__` gives them (float64 times,
+        int8 kind codes, int64 neurons, samples and sides, float64 multipliers) and of one length, kept as they are
+        without a check: how a run wraps what its kernel logged (the checks cost ~40 us, a fifth of a small
+        flow's call)."""
         log = cls.__new__(cls)
-        log._set_columns([np.empty(0), np.empty(0, np.int8), np.empty(0, np.int64), np.empty(0, np.int64),
-                          np.empty(0, np.int64), np.empty(0)])
+        for name, column in zip(cls.__slots__, columns):
+            setattr(log, name, column)
         return log
 
     def _record(self, t, kind, neuron, sample, side, multiplier) -> Event:

@@ -63,8 +63,8 @@ from .constants import (ADAPTIVE_MARGIN, ADAPTIVE_MIN_ORDER, CONVERGED_ROUNDINGS
 from .inclusion import inclusion_residual
 from .events import EVENT_SLIDE_END, EVENT_TIE, EVENT_ZENO, classify_neuron, dependent_columns, without_column
 from .roots import STACK, earliest_root, excluded, excluded_linear
-from .bundles import Method
-from .zeno import aitken, ring_index, zeno_check, zeno_record
+from .bundles import EventLog, Method, Network, State, StepLog
+from .zeno import aitken, named_zeno, ring_index, zeno_check, zeno_record
 from .stepping import STEP_SAFETY, budget_spent, order_needed, taylor_step
 from .tolerances import EPS64, EXIT_NOISE, EXIT_SIDE, LINEAR_CLEAR, ON_SURFACE, RADIUS_FLOOR, RADIUS_SAFETY, \
     RCOND, SIMULTANEOUS, STAY as STAY_TOL, ZENO_SNAP
@@ -1603,6 +1603,9 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     6. an event instant goes to the Zeno detector, which passes an accumulation of instants to its limit
        (:func:`_zeno_jump`; the tail is one more step).
 
+    Every bundle comes as plain tuples (:func:`.bundles.plain`: a named tuple would cost ~1.5 us at each call from
+    Python) and is named again on entry (:func:`named_state`).
+
     Parameters
     ----------
     net : :class:`.bundles.Network`
@@ -1646,6 +1649,8 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         A code of :mod:`.status`; ``RUNNING`` or ``EVENT_BUFFER_FULL`` when a budget of the chunk ended it.
     n_steps, n_events : int
     """
+    net, method, state = Network(*net), Method(*method), named_state(state)
+    steps, events = StepLog(*steps), EventLog(*events)
     P, active, mode, drop, clock = state.P, state.active, state.mode, state.drop, state.clock
     n, m = active.shape
     top = method.order
@@ -1768,6 +1773,13 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
 
 
 @jit
+def named_state(state):
+    """The :class:`.bundles.State` of the plain tuples ``state`` (:func:`.bundles.plain`), sharing their arrays."""
+    P, active, mode, drop, clock, order, zeno = state
+    return State(P, active, mode, drop, clock, order, named_zeno(zeno))
+
+
+@jit
 def _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h, out_C, out_loss, out_energy):
     """Record the last step of a flow converged to working precision (:func:`_converged`): the state ``P`` held
     constant from ``t`` to ``t_end`` (every higher Taylor coefficient 0, no energy)."""
@@ -1781,13 +1793,15 @@ def _coast(Xa, y, loss_kind, c, P, S, t, t_end, log_clock, n_steps, out_t, out_h
 
 @jit
 def surface_sides(net, P, Z, active, mode):
-    """Side (``z_ij > 0``) and mode of every surface of the network ``net`` at the packed state ``P``, as
+    """Side (``z_ij > 0``) and mode of every surface of the network ``net`` (a :class:`.bundles.Network` as plain
+    tuples, :func:`.bundles.plain`, as :func:`integrate_chunk` takes it) at the packed state ``P``, as
     :func:`integrate_chunk` starts from them (the pre-activations summed over ``net.Xc``, as the chunk sums them,
     so that both see the same signs); ``Z`` (shape ``(n, m)``) is scratch for the pre-activations.
 
     ``x_i = 0`` without bias makes ``z_ij`` identically 0: the sample never moves a neuron and there is no surface
     (``MODE_VOID``); with a bias the normal ``(x_i, 1)`` is never 0.
     """
+    net = Network(*net)
     Xa, bias = net.Xa, net.bias
     n, da = Xa.shape
     m = P.shape[0]

@@ -33,9 +33,9 @@ import numpy as np
 from . import status
 from ._jit import jit
 from .descent import descent_update, iterate_objective, log_flips
-from .bundles import EventLog, State, StepLog
+from .bundles import Method, Network
 from .driver import integrate_chunk, loss_along
-from .zeno import network_zeno
+from .zeno import zeno_fields
 from .series import horner_state, preactivations, velocity_energy, velocity_energy_log
 
 REACHED = status.REACHED
@@ -201,7 +201,7 @@ def flow_member(net, method, P, active, mode, u_end, u_deadline, max_steps, max_
                 lin_tol, counts, out, stop):
     """The flow from ``P`` (updated in place; ``active`` and ``mode`` as :func:`.driver.integrate_chunk` wants them)
     until the stop rule, ``u_end``, the deadline or a budget. ``net`` and ``method`` are the bundles of
-    :mod:`.bundles`.
+    :mod:`.bundles` as plain tuples (:func:`.bundles.plain`), as :func:`.driver.integrate_chunk` takes them.
 
     Times are in the integration variable (``s = ln(1 + t)`` with ``log_clock``). ``counts`` (int64, shape
     ``(N_EVENT_KINDS,)``) receives the events per kind; ``out`` (float64, shape ``(6,)``) the time reached, the
@@ -215,14 +215,15 @@ def flow_member(net, method, P, active, mode, u_end, u_deadline, max_steps, max_
         :data:`REACHED`, :data:`DEADLINE`, a code of :mod:`.status` (``SUCCESS``: ``u_end`` reached), or
         :data:`STOPPED` (``stop[0]`` was set).
     """
-    Xa, y, loss_kind, c, leak, bias = net.Xa, net.y, net.loss_kind, net.c, net.leak, net.bias
-    train_outer, decay = net.train_outer, net.decay
-    order, log_clock, gl_nodes, gl_weights = method.order, method.log_clock, method.gl_nodes, method.gl_weights
+    named, how = Network(*net), Method(*method)
+    Xa, y, loss_kind, c, leak, bias = named.Xa, named.y, named.loss_kind, named.c, named.leak, named.bias
+    train_outer, decay = named.train_outer, named.decay
+    order, log_clock, gl_nodes, gl_weights = how.order, how.log_clock, how.gl_nodes, how.gl_weights
     n = Xa.shape[0]
     m, w = P.shape
     drop = np.zeros((n, m), dtype=np.int8)
     clock = np.zeros(3)  # the time, where a converged flow began to coast, the largest inclusion residual
-    state = State(P, active, mode, drop, clock, np.zeros(2, np.int64), network_zeno(m, w))
+    state = (P, active, mode, drop, clock, np.zeros(2, np.int64), zeno_fields(m, w))  # a plain State
     first = loss_along(Xa, y, loss_kind, c, leak, bias, train_outer, decay, P.reshape((1, m, w)).copy(), log_clock)[0]
     energy = 0.0
     threshold = math.log(loss_below) if log_clock and loss_below > 0.0 else loss_below
@@ -237,8 +238,8 @@ def flow_member(net, method, P, active, mode, u_end, u_deadline, max_steps, max_
     ev_t, ev_mult = np.empty(cap), np.empty(cap)
     ev_kind, ev_side = np.empty(cap, np.int8), np.empty(cap, np.int8)
     ev_neuron, ev_sample = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    steps_log = StepLog(out_t, out_h, out_C, out_loss, out_energy)
-    events_log = EventLog(ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult)
+    steps_log = (out_t, out_h, out_C, out_loss, out_energy)  # a plain StepLog and EventLog
+    events_log = (ev_t, ev_kind, ev_neuron, ev_sample, ev_side, ev_mult)
     below = math.isnan(loss_below)
     watching = use_lin or not below
     steps = 0
@@ -318,8 +319,8 @@ def _chunk_energy(out_energy, q, C, kept, tau, t0, log_clock, gl_nodes, gl_weigh
 def flow_batch(net, method, P0, active0, mode0, u_end, u_deadline, max_steps, max_events, loss_below, coef, offset,
                lin_tol, out_P, out_code, out_counts, out_info, stop):
     """:func:`flow_member` for every member ``r`` of ``P0`` (shape ``(R, m, d + 2)``, with initial sides
-    ``active0`` and modes ``mode0`` of shape ``(R, n, m)``). Members not started because ``stop[0]`` was set get
-    :data:`STOPPED`."""
+    ``active0`` and modes ``mode0`` of shape ``(R, n, m)``; ``net`` and ``method`` as plain tuples,
+    :func:`.bundles.plain`). Members not started because ``stop[0]`` was set get :data:`STOPPED`."""
     out_code[:] = STOPPED
     for r in range(P0.shape[0]):
         if stop[0] != 0:

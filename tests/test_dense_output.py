@@ -172,6 +172,30 @@ def test_empty_event_log_is_the_checked_constructors():
     assert repr(fast) == "EventLog(0 events)"
 
 
+def test_a_runs_event_log_is_the_checked_constructors(mixed):
+    """A run wraps its kernel's event columns without the argument checks (``EventLog._of_columns``): the log, its
+    column types and its records are those of ``EventLog(...)`` given the same columns, for one chunk's events
+    (``mixed``) and for two chunks' joined (the kernel's buffers as :func:`flowlib.kernels.bundles.event_log` makes
+    them, given to the run's store as a chunk gives them)."""
+    from flowlib.flow import _Trajectory
+    from flowlib.kernels import bundles
+
+    run = _Trajectory(np.zeros((1, 3)), np.empty(0), 4, False, False)
+    for chunk in range(2):
+        buffers = bundles.event_log(4)
+        for column, values in zip(buffers, ([0.5 + chunk, 0.75 + chunk, 9.0], [0, 3, 0], [1, 0, 0], [2, chunk, 0],
+                                            [-1, 0, 1], [np.nan, 0.25, 0.0])):
+            column[:3] = values
+        run.add_events(2, *buffers)
+    joined = run.event_log()
+    assert joined.t.tolist() == [0.5, 0.75, 1.5, 1.75] and joined.sample.tolist() == [2, 0, 2, 1]
+    for log in (mixed.events, joined):
+        checked = fl.EventLog(log.t, log.kind, log.neuron, log.sample, log.side, log.multiplier)
+        assert log == checked and [repr(e) for e in log] == [repr(e) for e in checked]  # NaN multipliers
+        for name in fl.EventLog.__slots__:
+            assert getattr(log, name).dtype == getattr(checked, name).dtype, name
+
+
 def test_event_counts_from_the_columns(mixed):
     by_hand = {}
     for e in mixed.events:

@@ -68,7 +68,7 @@ def kernel_run(ratio=0.25, t_end=10.0, broken=False, grow=False):
     net, method = flow.kernel_setup(prob, order, RTOL, "filippov", 0.0, "stay", False)
     m, w = P_STAR.shape
     P = sequence(0, ratio, grow)[1].copy()
-    active, mode = flow.initial_surfaces(net, P)
+    active, mode = flow.initial_surfaces(prob, P)
     state = bundles.state(P, active, mode, np.zeros((3, m), np.int8), np.zeros(3), kzeno.network_zeno(m, w))
     ws = driver._workspace(net, method, state)
     events = bundles.event_log(64)
@@ -143,7 +143,8 @@ def kernel_continue(state, t, t_end):
     m, w = P_STAR.shape
     state.clock[:] = (t, math.nan, 0.0)
     steps, events = bundles.step_log(500, order, m, w, False), bundles.event_log(500 + 3 * 3 * m)
-    code, n_steps, _ = driver.integrate_chunk(net, method, state, t_end, 500, 500, steps, events)
+    code, n_steps, _ = driver.integrate_chunk(bundles.plain(net), bundles.plain(method), bundles.plain(state), t_end,
+                                              500, 500, bundles.plain(steps), bundles.plain(events))
     return code, steps.energy[:n_steps]
 
 
