@@ -583,10 +583,9 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
     order = order_for(rtol)
     n, m, w = problem.n, P.shape[0], P.shape[1]
     dense_output, max_steps, max_events = options["dense_output"], options["max_steps"], options["max_events"]
-    setup = kernel_setup(problem, order, rtol, options["solution"], options["selection"], options["tie"], log_clock)
-    watch = None if until is None else _Watch(until, P.shape, log_clock, setup)
-    kernel_args = kernel_setup(problem, order, rtol, options["solution"], options["selection"], options["tie"],
-                               log_clock, plain=True)
+    choice = (problem, order, rtol, options["solution"], options["selection"], options["tie"], log_clock)
+    watch = None if until is None else _Watch(until, P.shape, log_clock, kernel_setup(*choice))
+    kernel_args = kernel_setup(*choice, plain=True)
     active, mode = initial_surfaces(problem, P)
     drop = np.zeros((n, m), dtype=np.int8)
     # the time, where the flow converged to working precision (if it does), the largest inclusion residual

@@ -3,8 +3,9 @@
 :func:`.driver.integrate_chunk` and its stages, and :func:`.ensemble.flow_member`, take these named tuples
 instead of some thirty positional arguments (Numba types a named tuple by its fields, so a bundle costs nothing
 at run time). Build them with :func:`network` and :func:`method`, which fix every field's type, so that all callers
-share one compiled specialisation. The two that Python calls once per chunk, :func:`.driver.integrate_chunk` and
-:func:`.ensemble.flow_batch`, take them as plain tuples (:func:`plain`) and name them on entry. Gradient descent
+share one compiled specialisation. The kernels that Python calls once per chunk or run,
+:func:`.driver.integrate_chunk`, :func:`.driver.surface_sides` and :func:`.ensemble.flow_batch`, take them as plain
+tuples (:func:`plain`) and name them on entry. Gradient descent
 (:func:`.descent.descend_chunk`, :func:`.descent.descent_update`, :func:`.ensemble.descend_member`) takes the
 same :class:`Network` with a :class:`Descent` (built by :func:`descent`), and logs into an :class:`IterateLog`
 and a :class:`FlipLog` (:func:`iterate_log`, :func:`flip_log`). Plain Python (no numba import).
@@ -75,8 +76,8 @@ class State(NamedTuple):
 
 def plain(bundle: tuple) -> tuple:
     """``bundle`` (a named tuple of this module or of :mod:`.zeno`) as plain tuples, nested bundles included: how
-    the kernels that Python calls once per chunk (:func:`.driver.integrate_chunk`, :func:`.ensemble.flow_batch`)
-    take their bundles, and rename them on entry. A named tuple costs ~1.5 us at each call from Python (Numba
+    the kernels that Python calls once per chunk or run (:func:`.driver.integrate_chunk`,
+    :func:`.driver.surface_sides`, :func:`.ensemble.flow_batch`) take their bundles, and name them on entry. A named tuple costs ~1.5 us at each call from Python (Numba
     unboxes it through its class), 12 us of a small flow's chunk; a plain tuple of the same fields does not."""
     return tuple(plain(field) if isinstance(field, tuple) else field for field in bundle)
 
