@@ -624,7 +624,7 @@ def _float64_flow(problem: Problem, P: np.ndarray, t_end: float, u_end: float, l
                     bar.update(now[0] - bar.n)
                 flow_time = _flow_time(now[0], log_clock)
                 stop_requested = report(callback, "flow", flow_time, t_end, run.steps, run.n_events)
-                stop = flow_stop(code, where=_where(flow_time, now[0], log_clock),
+                stop = flow_stop(code, where=lambda: _where(flow_time, now[0], log_clock),
                                  interrupted_now=interrupted["set"] or stop_requested, steps=run.steps,
                                  events=run.n_events, max_steps=max_steps, max_events=max_events,
                                  loss=float(per_step[3][k]), log_clock=log_clock, memory=memory,

@@ -12,6 +12,7 @@ import threading
 import numpy as np
 
 from flowlib.kernels.constants import MIN_ORDER
+from flowlib.problem import Params, Problem
 
 
 #: Largest ``dps`` of an mpmath run (``gradient_flow``, ``gradient_descent``, run configurations, saved results): a
@@ -122,8 +123,6 @@ def check_budget(value, name: str) -> int:
 def check_problem_params(problem, params0) -> None:
     """``problem`` a :class:`~flowlib.Problem`, ``params0`` :class:`~flowlib.Params` that fit it; else
     ``ValueError`` naming the argument."""
-    from flowlib.problem import Params, Problem
-
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a flowlib.Problem, got {type(problem).__name__}")
     if not isinstance(params0, Params):

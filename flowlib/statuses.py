@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 
 from flowlib.kernels import status as kstatus
 
@@ -109,12 +110,14 @@ def used_up(budget: str, value: int, where: str) -> tuple[Status, str]:
 HUGE_LOSS = 1e8
 
 
-def flow_stop(code: int, *, where: str, interrupted_now: bool, steps: int, events: int, max_steps: int,
+def flow_stop(code: int, *, where: Callable[[], str], interrupted_now: bool, steps: int, events: int, max_steps: int,
               max_events: int, loss=0.0, log_clock: bool = False, converged: str | None = None,
               memory: tuple[int, int] | None = None) -> tuple[Status, str] | None:
     """Why a flow stops, in either backend, after a chunk (float64) or a step (mpmath) that returned ``code``
-    (``RUNNING`` or ``EVENT_BUFFER_FULL``: the chunk's own budget ended it), at ``where`` (:func:`at_time`) with
-    ``loss`` (``ln L`` with ``log_clock``) at the state reached; ``None``: it goes on.
+    (``RUNNING`` or ``EVENT_BUFFER_FULL``: the chunk's own budget ended it), at the place that ``where()`` names
+    (an :func:`at_time` text, made only for a message that shows it: formatting the time costs a few microseconds
+    of every chunk of a small run) with ``loss`` (``ln L`` with ``log_clock``) at the state reached; ``None``: it
+    goes on.
 
     In this order: a non-finite loss (a failure that shows it), the end reached (a square-loss flow found
     converged to working precision at ``converged``, an :func:`at_time` text, says so), any other code of
@@ -124,24 +127,26 @@ def flow_stop(code: int, *, where: str, interrupted_now: bool, steps: int, event
     """
     if code == kstatus.NONFINITE and not loss < math.inf:
         return Status.FAILED, (f"the loss became non-finite ({'ln L' if log_clock else 'L'} = {shown(loss)}) at "
-                               f"{where}; the result ends at the last finite state")
+                               f"{where()}; the result ends at the last finite state")
     if code == kstatus.NONFINITE and (loss > math.log(HUGE_LOSS) if log_clock else loss > HUGE_LOSS):
-        status, words = ended(code, where)
+        status, words = ended(code, where())
         return status, (f"{words}: the loss there is {'e^' + shown(loss) if log_clock else shown(loss)}, and its "
                         "field's Taylor coefficients grow like the field's rate to the power of the order; start "
                         "from a smaller initialisation or scale the data down")
     if code == kstatus.SUCCESS and converged is not None:
         head, tail = kstatus.CONVERGED_MESSAGE.split("{where} = {at!r}")
         return Status.SUCCESS, head + converged + tail
+    if code == kstatus.SUCCESS:
+        return status_of(code)
     if code not in (kstatus.RUNNING, kstatus.EVENT_BUFFER_FULL):
-        return ended(code, where)
+        return ended(code, where())
     if interrupted_now:
-        return interrupted(where)
+        return interrupted(where())
     if memory is not None and steps >= memory[1]:
         return Status.MAX_STEPS, (f"memory_budget = {memory[0]} bytes of stored output ({memory[1]} steps) used up "
-                                  f"at {where}; raise memory_budget, or turn dense_output off")
+                                  f"at {where()}; raise memory_budget, or turn dense_output off")
     if steps >= max_steps:
-        return used_up("max_steps", max_steps, where)
+        return used_up("max_steps", max_steps, where())
     if events >= max_events:
-        return used_up("max_events", max_events, where)
+        return used_up("max_events", max_events, where())
     return None

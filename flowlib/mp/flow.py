@@ -1085,7 +1085,7 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
                         bar.update(float(engine.t) - bar.n)
                     asked = not discarded and report(callback, "flow", float(flow_time(engine.t)), total, steps,
                                                      len(engine.events))
-                    end = flow_stop(code, where=where(engine.t), interrupted_now=interrupted["set"] or asked,
+                    end = flow_stop(code, where=lambda: where(engine.t), interrupted_now=interrupted["set"] or asked,
                                     steps=steps, events=len(engine.events), max_steps=max_steps,
                                     max_events=max_events,
                                     loss=_loss_now(engine) if code == kstatus.NONFINITE else 0.0,
