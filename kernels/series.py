@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import jit
+from ._jit import jit, last_use
 from .tolerances import EPS64
 
 LOSS_EXP = 0
@@ -269,8 +269,7 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
                 acc += coef * A0[k - l, i]
                 coef /= l + 1
             G[k, i] = acc
-        return
-    if loss_kind == LOSS_EXP:
+    elif loss_kind == LOSS_EXP:
         for i in range(n):
             if k == 0:
                 A0[0, i] = math.exp((s0 if log_clock else 0.0) - y[i] * F[0, i])
@@ -280,43 +279,44 @@ def _loss_derivative_order(loss_kind, y, c, F, k, G, A0, A1, A2, log_clock, s0):
                     acc += l * F[l, i] * A0[k - l, i]
                 A0[k, i] = (-y[i] * acc + (A0[k - 1, i] if log_clock else 0.0)) / k
             G[k, i] = -c * y[i] * A0[k, i]
-        return
-    # logistic: A0 = r = sigma(+-q), A1 = r (1 - r), r' = +-q' r (1 - r)
-    for i in range(n):
-        q = y[i] * F[0, i]
-        # the sign of sigma's argument: -q in the t clock (p = sigma(-q)); in the log clock +q where the sample is
-        # classified right (G~ = -c y exp(s - q) sigma(q): exp(s - q) cannot overflow), else -q (G~ = -c y e^s
-        # sigma(-q): exp(s - q) would overflow where q < -709 at a finite state)
-        sgn = 1.0 if log_clock and q >= 0.0 else -1.0
-        shift = sgn > 0.0  # A2 = exp(s - q) (else e^s)
-        if k == 0:
-            A0[0, i] = _stable_sigmoid(sgn * q)
-            # r (1 - r) as a product: r - r^2 cancels to 0 once r rounds to 1 (|q| > 37 in float64), and then the
-            # whole series of G vanishes and the step-size rule sees a linear flow (see flat_loss_radius)
-            A1[0, i] = A0[0, i] * _stable_sigmoid(-sgn * q)
+    else:
+        # logistic: A0 = r = sigma(+-q), A1 = r (1 - r), r' = +-q' r (1 - r)
+        for i in range(n):
+            q = y[i] * F[0, i]
+            # the sign of sigma's argument: -q in the t clock (p = sigma(-q)); in the log clock +q where the sample is
+            # classified right (G~ = -c y exp(s - q) sigma(q): exp(s - q) cannot overflow), else -q (G~ = -c y e^s
+            # sigma(-q): exp(s - q) would overflow where q < -709 at a finite state)
+            sgn = 1.0 if log_clock and q >= 0.0 else -1.0
+            shift = sgn > 0.0  # A2 = exp(s - q) (else e^s)
+            if k == 0:
+                A0[0, i] = _stable_sigmoid(sgn * q)
+                # r (1 - r) as a product: r - r^2 cancels to 0 once r rounds to 1 (|q| > 37 in float64), and then the
+                # whole series of G vanishes and the step-size rule sees a linear flow (see flat_loss_radius)
+                A1[0, i] = A0[0, i] * _stable_sigmoid(-sgn * q)
+                if log_clock:
+                    A2[0, i] = math.exp(s0 - q) if shift else math.exp(s0)
+            else:
+                acc = 0.0
+                acc2 = 0.0
+                for l in range(1, k + 1):
+                    acc += l * F[l, i] * A1[k - l, i]
+                    if shift:
+                        acc2 += l * F[l, i] * A2[k - l, i]
+                A0[k, i] = sgn * y[i] * acc / k
+                if log_clock:
+                    A2[k, i] = (-y[i] * acc2 + A2[k - 1, i]) / k
+                sq = 0.0
+                for l in range(k + 1):
+                    sq += A0[l, i] * A0[k - l, i]
+                A1[k, i] = A0[k, i] - sq
             if log_clock:
-                A2[0, i] = math.exp(s0 - q) if shift else math.exp(s0)
-        else:
-            acc = 0.0
-            acc2 = 0.0
-            for l in range(1, k + 1):
-                acc += l * F[l, i] * A1[k - l, i]
-                if shift:
-                    acc2 += l * F[l, i] * A2[k - l, i]
-            A0[k, i] = sgn * y[i] * acc / k
-            if log_clock:
-                A2[k, i] = (-y[i] * acc2 + A2[k - 1, i]) / k
-            sq = 0.0
-            for l in range(k + 1):
-                sq += A0[l, i] * A0[k - l, i]
-            A1[k, i] = A0[k, i] - sq
-        if log_clock:
-            acc = 0.0
-            for l in range(k + 1):
-                acc += A2[l, i] * A0[k - l, i]
-            G[k, i] = -c * y[i] * acc
-        else:
-            G[k, i] = -c * y[i] * A0[k, i]
+                acc = 0.0
+                for l in range(k + 1):
+                    acc += A2[l, i] * A0[k - l, i]
+                G[k, i] = -c * y[i] * acc
+            else:
+                G[k, i] = -c * y[i] * A0[k, i]
+    last_use(y, F, G, A0, A1, A2)
 
 
 #: ``ln(1 / eps)`` in float64: beyond this margin ``|y f|`` the logistic loss's derivative ``sigma(-|y f|)`` is
@@ -798,12 +798,11 @@ def max_abs(A):
     every NaN's pattern lies above that of infinity: one integer maximum over the patterns (which the compiler
     vectorises, as it cannot a floating-point one without reordering) gives both the value and the NaN test.
     """
-    patterns = A.ravel().view(np.uint64)
     top = np.uint64(0)
-    for p in range(len(patterns)):
-        top = max(top, patterns[p] & _MAGNITUDE)
-    if top > _INF_BITS:
-        return math.nan
+    for x in A.flat:  # each number's pattern (a view of the array itself would cost four atomic operations a call)
+        top = max(top, np.float64(x).view(np.uint64) & _MAGNITUDE)
     found = np.uint64(top)  # one definition: the scalar view below refuses a variable assigned in the loop
-    return found.view(np.float64)
+    largest = math.nan if top > _INF_BITS else found.view(np.float64)
+    last_use(A)
+    return largest
 
