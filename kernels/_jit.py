@@ -30,7 +30,6 @@ def last_use(*values):
 
     It does not help in a kernel that calls other compiled functions which stay calls (the compiler inlines only
     small ones): each such call's error check is an exit that bypasses the releases, and there the references stay
-    whatever the kernel does. ``series.max_abs``
-    and ``series._loss_derivative_order``, called several times per Taylor order, use it (``tests/
-    test_reference_counts.py`` checks their IR).
+    whatever the kernel does. ``series.max_abs`` and ``series._loss_derivative_order``, called several times per
+    Taylor order, use it; ``tests/test_reference_counts.py`` checks their compiled code.
     """
