@@ -281,10 +281,15 @@ def slopes_of_neuron(active, mode, leak, j, S):
 
 
 @jit
-def build_constraints(Xa, bias, mode, cons_offset):
+def build_constraints(Xa, bias, mode, cons_offset, prev):
     """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows,
     dependent flags, null): ``null`` (per slot) is the null vector of a neuron's normals where they have a
-    one-dimensional null space (:func:`null_vector`), 0 elsewhere."""
+    one-dimensional null space (:func:`null_vector`), 0 elsewhere.
+
+    ``prev`` is what the last call returned (:func:`no_surfaces` where there is none): a neuron held on the same
+    samples as then keeps its rows of ``pinv``, ``dependent`` and ``null``, which depend on nothing else
+    (:func:`_kept_rows`); only the neurons whose held samples changed get the SVDs again. Where many surfaces are
+    held for many steps (sliding on real data) those SVDs had been most of a step."""
     n, m = mode.shape
     da = Xa.shape[1]
     d = da - 1
@@ -300,21 +305,25 @@ def build_constraints(Xa, bias, mode, cons_offset):
     pinv = np.zeros((total, da))
     dependent = np.zeros(total, np.bool_)
     null = np.zeros(total)
+    prev_start = _slot_starts(prev[1], m)
     for j in range(m):
         q0 = cons_offset[j]
         q = cons_offset[j + 1] - q0
         if q == 0:
             continue
-        N = np.zeros((da, q))
         p = 0
         for i in range(n):
             if mode[i, j] == MODE_HELD:
                 samples[q0 + p] = i
                 neurons[q0 + p] = j
-                for r in range(d):
-                    N[r, p] = Xa[i, r]
-                N[d, p] = 1.0 if bias else 0.0
                 p += 1
+        if _kept_rows(prev, prev_start[j], prev_start[j + 1], samples, q0, q, pinv, dependent, null):
+            continue
+        N = np.zeros((da, q))
+        for p in range(q):
+            for r in range(d):
+                N[r, p] = Xa[samples[q0 + p], r]
+            N[d, p] = 1.0 if bias else 0.0
         rows = np.linalg.pinv(N, RCOND)
         for p in range(q):
             for r in range(da):
@@ -325,6 +334,44 @@ def build_constraints(Xa, bias, mode, cons_offset):
         if np.any(dependent[q0:q0 + q]):
             null_vector(N, dependent[q0:q0 + q], null[q0:q0 + q])
     return samples, neurons, pinv, dependent, null
+
+
+@jit
+def no_surfaces(da):
+    """The value of :func:`build_constraints` with no surface held (its ``prev`` where there was no last call)."""
+    return (np.empty(0, np.int64), np.empty(0, np.int64), np.zeros((0, da)), np.zeros(0, np.bool_),
+            np.zeros(0))
+
+
+@jit
+def _slot_starts(neurons, m):
+    """``start`` (``m + 1``): the slots of neuron ``j`` are ``start[j]..start[j + 1] - 1`` in ``neurons`` (grouped
+    by neuron, in increasing order)."""
+    start = np.zeros(m + 1, np.int64)
+    for s in range(len(neurons)):
+        start[neurons[s] + 1] += 1
+    for j in range(m):
+        start[j + 1] += start[j]
+    return start
+
+
+@jit
+def _kept_rows(prev, lo, hi, samples, q0, q, pinv, dependent, null):
+    """Whether the neuron's slots ``q0..q0 + q - 1`` (held ``samples``) are those of slots ``lo..hi - 1`` of
+    ``prev`` (:func:`build_constraints`'s last value), sample for sample; if so their rows of ``pinv``,
+    ``dependent`` and ``null`` are copied from it."""
+    last_samples, _, last_pinv, last_dependent, last_null = prev
+    kept = hi - lo == q
+    if kept:
+        for p in range(q):
+            kept = kept and last_samples[lo + p] == samples[q0 + p]
+    if kept:
+        for p in range(q):
+            for r in range(pinv.shape[1]):
+                pinv[q0 + p, r] = last_pinv[lo + p, r]
+            dependent[q0 + p] = last_dependent[lo + p]
+            null[q0 + p] = last_null[lo + p]
+    return kept
 
 
 @jit
@@ -1054,12 +1101,13 @@ def _workspace(net, method, state):
 
 
 @jit
-def _held_surfaces(net, state, ws):
-    """Stage 2a: the held surfaces as slots, grouped by neuron (:func:`build_constraints`): ``(samples, neurons,
-    pinv, dependent, null)``. Where a neuron is held on dependent hyperplanes (``dependent``), the loop re-classifies
-    it first (:func:`_held_dependent`)."""
+def _held_surfaces(net, state, ws, prev):
+    """Stage 2a: the held surfaces as slots, grouped by neuron (:func:`build_constraints`, reusing the last step's
+    ``prev`` where a neuron's held samples did not change): ``(samples, neurons, pinv, dependent, null)``. Where a
+    neuron is held on dependent hyperplanes (``dependent``), the loop re-classifies it first
+    (:func:`_held_dependent`)."""
     Xa, bias, mode, cons_offset = net.Xa, net.bias, state.mode, ws.cons_offset
-    return build_constraints(Xa, bias, mode, cons_offset)
+    return build_constraints(Xa, bias, mode, cons_offset, prev)
 
 
 @jit
@@ -1078,7 +1126,7 @@ def _held_dependent(net, method, state, ws, t, events, n_ev, surfaces):
                 hit[samples[q], neurons[q]] = True
     code, n_ev = _resolve(net, method, state, ws, t, events, n_ev)
     if code == status.RUNNING:
-        surfaces = _held_surfaces(net, state, ws)
+        surfaces = _held_surfaces(net, state, ws, surfaces)
     return code, n_ev, surfaces
 
 
@@ -1518,7 +1566,7 @@ def _zeno_snap(net, state, ws, in_cycle, last, before):
             if abs(z) <= ZENO_SNAP * _reach(Xa, i, bias) * amplitude:
                 ws.hit[i, j] = True
                 mode[i, j] = MODE_HELD
-    samples, neurons, pinv, _, _ = build_constraints(Xa, bias, mode, ws.cons_offset)
+    samples, neurons, pinv, _, _ = build_constraints(Xa, bias, mode, ws.cons_offset, no_surfaces(Xa.shape[1]))
     _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
     for i in range(n):
         for j in range(P.shape[0]):
@@ -1666,6 +1714,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
     n_ev = 0
     stalls = 0
     code = status.RUNNING
+    surfaces = no_surfaces(net.Xa.shape[1])
     while True:
         done, code = budget_spent(t, t_end, n_steps, max_steps, n_ev, max_events, status.EVENT_BUFFER_FULL)
         if done:
@@ -1687,7 +1736,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
             break
         # 2. Taylor coefficients (to the step's order), held surfaces and their multipliers
         step = _at_order(method, K)
-        surfaces = _held_surfaces(net, state, ws)
+        surfaces = _held_surfaces(net, state, ws, surfaces)
         if np.any(surfaces[3]):
             code, n_ev, surfaces = _held_dependent(net, method, state, ws, t, events, n_ev, surfaces)
             if code != status.RUNNING:

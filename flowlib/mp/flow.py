@@ -107,6 +107,7 @@ class _Integrator:
         self._power_cache = None  # (bound, [bound**k]) of the last exit-root search (:meth:`_powers`)
         self._sizes = {}  # order k: max |C[k]| of the step's series (:meth:`_size`)
         self._expansion = None  # the step's series as they are computed (:meth:`_held_series`)
+        self._held_rows = {}  # held samples: their pinv rows, dependent flags, null entries (:meth:`_constraints`)
 
     # ----- helpers ----------------------------------------------------------------------------------------
     @property
@@ -131,20 +132,27 @@ class _Integrator:
 
     def _constraints(self):
         """Per neuron, ``(slot, sample, pinv row)`` of its held surfaces; slot list; dependent flags; the null
-        vector entry of each slot (kernel ``build_constraints`` and ``null_vector``)."""
+        vector entry of each slot (kernel ``build_constraints`` and ``null_vector``). A neuron held on the same
+        samples as at the last call keeps that call's rows, flags and entries (they depend on nothing else)."""
         cut = linalg.rcond()
         per_neuron, slots, dependent, null = [], [], [], []
+        last, self._held_rows = self._held_rows, {}
         for j in range(len(self.P)):
             held = self._held_samples(j)
-            normals = [list(self.data.normals[i]) for i in held]
-            rows = linalg.pinv_rows(normals, cut) if held else []
+            key = tuple(held)
+            kept = self._held_rows.get(key) or last.get(key)
+            if kept is None:
+                normals = [list(self.data.normals[i]) for i in held]
+                flags = mpevents.dependent_columns(normals)
+                kept = (linalg.pinv_rows(normals, cut) if held else [], flags, _null_vector(normals, flags, cut))
+            self._held_rows[key] = kept
+            rows, flags, entries = kept
             entry = []
             for p, i in enumerate(held):
                 entry.append((len(slots), i, rows[p]))
                 slots.append((i, j))
-            flags = mpevents.dependent_columns(normals)
             dependent.extend(flags)
-            null.extend(_null_vector(normals, flags, cut))
+            null.extend(entries)
             per_neuron.append(entry)
         return per_neuron, slots, dependent, null
 
