@@ -289,7 +289,7 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
     ``prev`` is what the last call returned (:func:`no_surfaces` where there is none): a neuron held on the same
     samples as then keeps its rows of ``pinv``, ``dependent`` and ``null``, which depend on nothing else
     (:func:`_kept_rows`); only the neurons whose held samples changed get the SVDs again. Where many surfaces are
-    held for many steps (sliding on real data) those SVDs had been most of a step."""
+    held for many steps (sliding on real data) those SVDs had been about a sixth of a step."""
     n, m = mode.shape
     da = Xa.shape[1]
     d = da - 1
