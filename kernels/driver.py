@@ -305,6 +305,8 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
     pinv = np.zeros((total, da))
     dependent = np.zeros(total, np.bool_)
     null = np.zeros(total)
+    if total == 0:  # most steps of most flows: no slots, and nothing of the last call to look up
+        return samples, neurons, pinv, dependent, null
     prev_start = _slot_starts(prev[1], m)
     for j in range(m):
         q0 = cons_offset[j]
