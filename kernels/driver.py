@@ -975,18 +975,17 @@ def _sign_at(coefs, order, tau, derivative):
 
 
 @jit
-def _surfaces_reached(net, state, Z0, neuron_scale, hit):
+def _surfaces_reached(net, state, Z0, reach, neuron_scale, hit):
     """Stage 1: ``hit`` the free surfaces the state sits on (to rounding) or whose side disagrees with the sign of
     ``z`` (``Z0``: the pre-activations of ``state.P``, which the stages that move the state keep up to date); return
     whether there is one. Also leaves each neuron's ``max|(w_j, b_j)|`` in ``neuron_scale``.
 
     "On the surface" is relative to the neuron's own ``(w_j, b_j)``: the rounding of ``z_ij`` is
-    ``eps |(w_j, b_j)| |(x_i, 1)|_1``, and a neuron far smaller than the others (a dead one) must not be caught by
-    their scale.
+    ``eps |(w_j, b_j)| |(x_i, 1)|_1`` (``reach[i] = |(x_i, 1)|_1``, :func:`_reach`, computed once per chunk), and a
+    neuron far smaller than the others (a dead one) must not be caught by their scale.
     """
-    Xa, bias = net.Xa, net.bias
     P, active, mode, drop = state.P, state.active, state.mode, state.drop
-    n, da = Xa.shape
+    n, da = net.Xa.shape
     m = P.shape[0]
     for j in range(m):
         size = 0.0
@@ -995,10 +994,7 @@ def _surfaces_reached(net, state, Z0, neuron_scale, hit):
         neuron_scale[j] = size
     pending = False
     for i in range(n):
-        reach_i = 0.0
-        for q in range(da):
-            reach_i += abs(Xa[i, q]) if (q < da - 1 or bias) else 0.0
-        reach_i *= ON_SURFACE
+        reach_i = ON_SURFACE * reach[i]
         row_hit = False
         for j in range(m):
             z = Z0[i, j]
@@ -1209,15 +1205,24 @@ def _adaptive_series(net, method, series, S, cons_offset, mode, drop, t, samples
 @jit
 def _linear_crossing(Z0, Z1, mode, drop):
     """The earliest time at which a free switching function's linear part ``z_ij + z_ij' tau`` reaches 0 (over the
-    surfaces not just crossed or left; ``inf`` when every one moves away): the prediction of the next crossing."""
+    surfaces not just crossed or left; ``inf`` when every one moves away): the prediction of the next crossing.
+
+    The minimum is kept per neuron and taken over the neurons at the end, and each quotient is computed whether or
+    not it counts, so that the loop has no branch (on real data the signs of ``z0 z1`` follow no pattern the
+    processor can predict) and no chain of dependent minima; the minimum of the same quotients, bit for bit."""
     n, m = Z0.shape
-    best = math.inf
+    lane = np.full(m, math.inf)
     for i in range(n):
         for j in range(m):
             z0 = Z0[i, j]
             z1 = Z1[i, j]
-            tau = -z0 / z1 if (z0 * z1 < 0.0) & (mode[i, j] == MODE_FREE) & (drop[i, j] == DROP_NONE) else math.inf
-            best = min(best, tau)
+            counts = (z0 * z1 < 0.0) & (mode[i, j] == MODE_FREE) & (drop[i, j] == DROP_NONE)
+            tau = -z0 / z1
+            low = lane[j]
+            lane[j] = tau if counts & (tau < low) else low
+    best = math.inf
+    for j in range(m):
+        best = min(best, lane[j])
     return best
 
 
@@ -1722,7 +1727,7 @@ def integrate_chunk(net, method, state, t_end, max_steps, max_events, steps, eve
         if done:
             break
         # 1. free surfaces reached: events now
-        if _surfaces_reached(net, state, ws.series.Z0, ws.neuron_scale, ws.hit):
+        if _surfaces_reached(net, state, ws.series.Z0, ws.reach, ws.neuron_scale, ws.hit):
             code, n_ev = _resolve(net, method, state, ws, t, events, n_ev)
             if code != status.RUNNING:
                 break

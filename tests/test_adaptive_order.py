@@ -30,6 +30,30 @@ def test_the_predicted_crossing_is_the_earliest_root_of_the_free_linear_parts():
     assert driver._linear_crossing(Z0, Z1, mode, drop) == math.inf
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_predicted_crossing_equals_a_plain_scan_on_random_patterns(seed):
+    """The kernel keeps one minimum per neuron and computes every quotient (no branch); a plain scan of the pairs
+    that count, in Python, gives the same number bit for bit, also with exact zeros, ties and signed zeros."""
+    rng = np.random.default_rng(seed)
+    n, m = 37, 11
+    Z0 = rng.standard_normal((n, m))
+    Z1 = rng.standard_normal((n, m))
+    Z0[rng.random((n, m)) < 0.1] = 0.0
+    Z1[rng.random((n, m)) < 0.1] = -0.0
+    Z0[3, :], Z1[3, :] = 1.0, -2.0  # one root, 0.5, in every column: a tie across neurons
+    Z0[3, 4] = 0.25  # the earliest unless it is dropped
+    mode = np.where(rng.random((n, m)) < 0.2, MODE_HELD, MODE_FREE).astype(np.int8)
+    drop = np.where(rng.random((n, m)) < 0.1, DROP_CROSSED, DROP_NONE).astype(np.int8)
+    mode[3, :], drop[3, :] = MODE_FREE, DROP_NONE
+    if seed % 2:
+        drop[3, 4] = DROP_CROSSED
+    roots = [-float(Z0[i, j]) / float(Z1[i, j]) for i in range(n) for j in range(m)
+             if Z0[i, j] * Z1[i, j] < 0.0 and mode[i, j] == MODE_FREE and drop[i, j] == DROP_NONE]
+    expected = min(roots, default=math.inf)
+    assert expected == (0.5 if seed % 2 else 0.125) or expected < 0.5
+    assert driver._linear_crossing(Z0, Z1, mode, drop) == expected
+
+
 def _dense_case(seed, n, m):
     """``n`` points in the plane with a bias and ``m`` neurons: most steps end at a crossing."""
     rng = np.random.default_rng(seed)
