@@ -50,7 +50,7 @@ def test_the_predicted_crossing_equals_a_plain_scan_on_random_patterns(seed):
     roots = [-float(Z0[i, j]) / float(Z1[i, j]) for i in range(n) for j in range(m)
              if Z0[i, j] * Z1[i, j] < 0.0 and mode[i, j] == MODE_FREE and drop[i, j] == DROP_NONE]
     expected = min(roots, default=math.inf)
-    assert expected == (0.5 if seed % 2 else 0.125) or expected < 0.5
+    assert expected <= (0.5 if seed % 2 else 0.125)  # the planted roots of row 3 count
     assert driver._linear_crossing(Z0, Z1, mode, drop) == expected
 
 
