@@ -693,7 +693,7 @@ def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, t_eval, o
                 tol = None
             if tol is None or not mpf(10) ** -dps <= tol <= mpf("1e-3"):
                 raise ValueError(f"rtol must be a number in [1e-{dps}, 1e-3] with dps={dps}, got {rtol!r}")
-        order = max(4, int(mp.ceil(-mp.log(tol) / 2)) + 1)
+        order = mpflow.tolerance_order(tol)
         if not log_clock:
             u_end, u_eval = mpf(t_end), [mpf(x) for x in t_eval]
         else:

@@ -52,22 +52,23 @@ LCP_HOLD = 3  #: repelling and held: its slope is a variable and its normal velo
 #: ``LOWEST_ORDER``, where that at least halves the tolerance's order (else the tolerance's); a step after any
 #: other goes ``ORDER_CLIMB`` orders up, to the tolerance's at most. The next
 #: event is rarely as close as the last (B9: inter-event times spread over a decade), and at orders 6 to 8 one
-#: order lengthens the step only about twice (``1e-13^(1/6) / 1e-13^(1/7) = 2.0``), hence a margin of two. The
+#: order lengthens the step less than twice (1.9 from 6 to 7 at ``rtol = 1e-13``, kernels/stepping.py
+#: ``taylor_step``), hence a margin of two. The
 #: floor: the tangency tests after an event (a crossing's or a release's vanishing leading terms, the side a held
 #: surface leaves to) read the step's coefficients, so a step keeps that many.
 LOWEST_ORDER = 6
 ORDER_MARGIN = 2
 ORDER_CLIMB = 4
-#: A step after one an event ended stops its Taylor coefficients at the first order from ``MIN_ORDER`` on
+#: A step after one an event ended stops its Taylor coefficients at the first order from ``ADAPTIVE_MIN_ORDER`` on
 #: (``LOWEST_ORDER`` where a surface is held or released; at most the controller's) whose step reaches this many times
 #: the predicted time of the next crossing (the earliest root of the switching functions' linear parts,
-#: kernels/driver.py ``_linear_crossing``): where events are dense that order is often 4, and the margin keeps the
+#: kernels/driver.py ``_linear_crossing``): where events are dense that order is mostly 3, and the margin keeps the
 #: truncation error at the crossing far below the tolerance, ``(1 / margin)^(K + 1)`` of it.
 ADAPTIVE_MARGIN = 2.0
 #: The lowest order such a step may stop at. The step-size rule keeps the truncation error under the tolerance at
 #: any order, and order 3 is the lowest at which it still reads two coefficients past the velocity's; where events
 #: are dense the step is a small fraction of the coefficients' radius and stops there or at 4 (each order spared
-#: is two matrix products of an event's six to eight).
+#: is two matrix products of an event's six to eight; B8's first t = 0.05: 1 275 of 1 426 steps at 3, 150 at 4).
 ADAPTIVE_MIN_ORDER = 3
 #: the lowest Taylor order a step is ever taken at (``order_for``'s floor): where a huge loss makes the
 #: coefficients overflow above some order, the step is taken at that order if it is at least this

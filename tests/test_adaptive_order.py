@@ -1,17 +1,21 @@
-"""The adaptive Taylor order: after an event a step stops its coefficients at the first order (from the lowest, 4)
+"""The adaptive Taylor order: after an event a step stops its coefficients at the first order (from the lowest, 3)
 whose step reaches twice the predicted time of the next crossing. Checked against the closed form of that
-prediction and, on event-dense flows where most steps end at a crossing, against an independent mpmath reference
-at 40 digits (``tests/oracles/reference.py``) and against the same flow at a tighter tolerance."""
+prediction and of the step-size rule at low orders and, on event-dense flows where most steps end at a crossing,
+against an independent mpmath reference at 40 digits (``tests/oracles/reference.py``) and against the same flow at
+a tighter tolerance."""
 
 import math
 
 import numpy as np
 import pytest
+from mpmath import mp, mpf
 
 import flowlib as fl
 from flowlib import examples
-from flowlib.kernels import driver
+from flowlib.kernels import driver, stepping
 from flowlib.kernels.constants import DROP_CROSSED, DROP_NONE, MODE_FREE, MODE_HELD
+from flowlib.mp import flow as mpflow
+from flowlib.running import order_for
 from tests.oracles.reference import reference_flow
 
 
@@ -62,6 +66,38 @@ def _dense_case(seed, n, m):
     y = np.sign(X[:, 0] + 0.3 * rng.standard_normal(n))
     prob = fl.Problem(X, y, loss=loss, activation="relu", bias=True, train_outer=True)
     return prob, examples.random_init(m, 2, rng, bias=True)
+
+
+@pytest.mark.parametrize("tol", [1e-13, 1e-8, 1e-3, 1e-16])
+def test_a_low_order_step_keeps_the_truncation_error_of_a_full_step(tol):
+    # coefficients of a geometric series, |x^[l]| = size / rho^l: the truncation error of a step h at order k is
+    # its first neglected term, size (h / rho)^(k + 1). At the tolerance's order K the step is Jorba & Zou's,
+    # rho e^-2 exp(-0.7 / (K - 1)), with an error under tol * size / 100; below K it is the longer of their form at
+    # order k (rho tol^(1/k) exp(-0.7 / (k - 1)): last computed terms at tol) and the step with a full step's error
+    size, rho = 3.0, 0.25
+    K = order_for(tol)
+    assert stepping.tolerance_order(tol) == K
+    full_error = (math.exp(-2.0 - 0.7 / (K - 1))) ** (K + 1)
+    assert full_error <= tol / 100
+    longer = 0
+    for k in range(3, K + 1):
+        h = stepping.taylor_step(size, size / rho ** (k - 1), size / rho ** k, k, tol)
+        jorba_zou = rho * min(math.exp(-2.0), tol ** (1.0 / k)) * math.exp(-0.7 / (k - 1))
+        as_full = rho * full_error ** (1.0 / (k + 1))
+        if k == K:
+            assert h == pytest.approx(rho * math.exp(-2.0 - 0.7 / (K - 1)), rel=1e-14)
+            assert as_full == pytest.approx(h, rel=1e-14)
+        assert h == pytest.approx(max(jorba_zou, as_full), rel=1e-14)
+        longer += as_full > jorba_zou * (1 + 1e-12)
+        assert (h / rho) ** (k + 1) <= tol  # every step keeps its truncation error under the tolerance
+        with mp.workdps(30):
+            exact = mpflow._taylor_step(mpf(size), mpf(size) / mpf(rho) ** (k - 1), mpf(size) / mpf(rho) ** k, k,
+                                        mpf(tol))
+        assert h == pytest.approx(float(exact), rel=1e-14)
+    if tol == 1e-13:  # the orders where events are dense: the step of order 3 five times longer than Jorba & Zou's
+        assert longer == 5
+        h3 = stepping.taylor_step(size, size / rho ** 2, size / rho ** 3, 3, tol)
+        assert h3 / (rho * tol ** (1 / 3) * math.exp(-0.35)) == pytest.approx(5.10, abs=0.01)
 
 
 def _scale(P):

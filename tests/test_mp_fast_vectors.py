@@ -14,6 +14,7 @@ from mpmath.libmp import finf, fnan, fninf, from_int, from_man_exp, fzero, mpf_a
 
 from flowlib.mp import fast, series
 from flowlib.mp import flow as mpflow
+from flowlib.running import order_for
 
 
 @pytest.fixture(params=[True, False], ids=["c-rounding", "python-rounding"])
@@ -206,9 +207,17 @@ def test_engine_raw_comparisons_and_step_factors_are_the_mpf_ones():
                 rho = min((size / below) ** (mpf(1) / (K - 1)), (size / top) ** (mpf(1) / K))
                 factor = tol ** (mpf(1) / K)
                 if factor >= mp.exp(mpflow.STEP_SAFETY_EXPONENT):
-                    expected = rho * mp.exp(mpflow.STEP_SAFETY_EXPONENT - mpf(7) / 10 / (K - 1))
+                    ratio = mp.exp(mpflow.STEP_SAFETY_EXPONENT - mpf(7) / 10 / (K - 1))
+                    expected = rho * ratio
                 else:
+                    ratio = factor * mp.exp(-mpf(7) / 10 / (K - 1))
                     expected = rho * factor * mp.exp(-mpf(7) / 10 / (K - 1))
+                full = mpflow.tolerance_order(tol)
+                assert full == order_for(float(tol))
+                assert tol ** (mpf(1) / full) >= mp.exp(mpflow.STEP_SAFETY_EXPONENT)  # a full step's factor is e^-2
+                if factor < mp.exp(mpflow.STEP_SAFETY_EXPONENT):  # the step with a full step's error, if longer
+                    low = mp.exp(mpflow.STEP_SAFETY_EXPONENT - mpf(7) / 10 / (full - 1)) ** (mpf(full + 1) / (K + 1))
+                    expected = rho * low if low > ratio else expected
                 assert mpflow._taylor_step(size, below, top, K, tol)._mpf_ == expected._mpf_
 
 

@@ -31,7 +31,7 @@ from mpmath.libmp import finf, fnan, fzero, mpf_abs, mpf_lt, mpf_mul, mpf_pow_in
 
 from flowlib.kernels import status as kstatus
 from flowlib.kernels.constants import ADAPTIVE_MARGIN, ADAPTIVE_MIN_ORDER, CONVERGED_ROUNDINGS, EVENT_SLIDE_END, \
-    EVENT_TIE, EVENT_ZENO, LOWEST_ORDER, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN, STEP_SAFETY_EXPONENT
+    EVENT_TIE, EVENT_ZENO, LOWEST_ORDER, MIN_ORDER, NOISE_BAND, ORDER_CLIMB, ORDER_MARGIN, STEP_SAFETY_EXPONENT
 from flowlib.mp import events as mpevents, linalg, zeno
 from flowlib.mp.fast import max_magnitude
 from flowlib.mp.inclusion import inclusion_residual
@@ -977,16 +977,30 @@ def _taylor_step(size, below, top, K, tol):
     return rho * safety if factor is None else rho * factor * safety
 
 
+def tolerance_order(tol) -> int:
+    """The Taylor order of a full step at tolerance ``tol`` (an mpf, at working precision): ``ceil(-ln(tol) / 2) +
+    1``, at least ``MIN_ORDER`` (:func:`flowlib.kernels.stepping.tolerance_order` in float64)."""
+    return max(MIN_ORDER, int(mp.ceil(-mp.log(tol) / 2)) + 1)
+
+
 @lru_cache(maxsize=4096)
 def _step_safety(K, tol, prec, rnd):
     """The factors of :func:`_taylor_step` that depend on ``K`` and ``tol`` (raw) only, computed once at the
     working precision ``prec`` and rounding ``rnd`` (those of the context, which the key repeats): ``(None, e)``
     with ``e = exp(STEP_SAFETY_EXPONENT - 0.7 / (K - 1))`` where ``tol^(1/K) >= exp(STEP_SAFETY_EXPONENT)``, else
-    ``(tol^(1/K), exp(-0.7 / (K - 1)))``."""
-    factor = mp.make_mpf(tol) ** (mpf(1) / K)
+    ``(tol^(1/K), exp(-0.7 / (K - 1)))``, or ``(None, r_F^((F + 1) / (K + 1)))`` where that is larger than their
+    product, ``r_F`` the ratio ``h / rho`` at the tolerance's order ``F`` (:func:`tolerance_order`): the step whose
+    first neglected term is that of a full step."""
+    tol = mp.make_mpf(tol)
+    factor = tol ** (mpf(1) / K)
     if factor >= mp.exp(STEP_SAFETY_EXPONENT):
         return None, mp.exp(STEP_SAFETY_EXPONENT - mpf(7) / 10 / (K - 1))
-    return factor, mp.exp(-mpf(7) / 10 / (K - 1))
+    safety = mp.exp(-mpf(7) / 10 / (K - 1))
+    full = tolerance_order(tol)  # > K, and r_F = e^-2 exp(-0.7 / (F - 1)) (as in the float64 rule)
+    ratio = mp.exp(STEP_SAFETY_EXPONENT - mpf(7) / 10 / (full - 1)) ** (mpf(full + 1) / (K + 1))
+    if ratio > factor * safety:
+        return None, ratio
+    return factor, safety
 
 
 def _order_needed(sizes, order, h, size, tol, lowest):
