@@ -34,8 +34,8 @@ def _held_case(m, n, d, seed=3):
     for j in range(0, m, 2):
         mode[(3 * j) % n, j] = driver.MODE_HELD
     offset = np.zeros(m + 1, np.int64)
-    samples, _, pinv, _, _ = driver.build_constraints(parts.Xa, prob.bias, mode, offset,
-                                                      driver.no_surfaces(parts.Xa.shape[1]))
+    samples, _, pinv, _, _, _ = driver.build_constraints(parts.Xa, prob.bias, mode, offset,
+                                                         driver.no_surfaces(parts.Xa.shape[1]))
     parts.S[mode == driver.MODE_HELD] = 0.0
     parts.cons = (offset, samples, pinv)
     parts.Cm = np.zeros((ORDER + 1, len(samples)))

@@ -283,13 +283,16 @@ def slopes_of_neuron(active, mode, leak, j, S):
 @jit
 def build_constraints(Xa, bias, mode, cons_offset, prev):
     """Held surfaces grouped by neuron: fills ``cons_offset`` (m + 1,), returns (samples, neurons, pinv rows,
-    dependent flags, null): ``null`` (per slot) is the null vector of a neuron's normals where they have a
-    one-dimensional null space (:func:`null_vector`), 0 elsewhere.
+    dependent flags, null, proj): ``null`` (per slot) is the null vector of a neuron's normals where they have a
+    one-dimensional null space (:func:`null_vector`), 0 elsewhere; ``proj`` (``slots, n``) holds
+    ``<pinv row, Xa_k>`` for every sample ``k``, each a sum in increasing column order, which the multiplier's
+    series (:func:`_multiplier_series`) and its noise band (:func:`_slot_sums`) read at every step.
 
     ``prev`` is what the last call returned (:func:`no_surfaces` where there is none): a neuron held on the same
-    samples as then keeps its rows of ``pinv``, ``dependent`` and ``null``, which depend on nothing else
-    (:func:`_kept_rows`); only the neurons whose held samples changed get the SVDs again. Where many surfaces are
-    held for many steps (sliding on real data) those SVDs had been about a sixth of a step."""
+    samples as then keeps its rows of ``pinv``, ``dependent``, ``null`` and ``proj``, which depend on nothing else
+    (:func:`_kept_rows`); only the neurons whose held samples changed get the SVDs and the products again. Where
+    many surfaces are held for many steps (sliding on real data) those SVDs had been about a sixth of a step, and
+    the products, recomputed by both readers, another sixth."""
     n, m = mode.shape
     da = Xa.shape[1]
     d = da - 1
@@ -305,8 +308,9 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
     pinv = np.zeros((total, da))
     dependent = np.zeros(total, np.bool_)
     null = np.zeros(total)
+    proj = np.empty((total, n))
     if total == 0:  # most steps of most flows: no slots, and nothing of the last call to look up
-        return samples, neurons, pinv, dependent, null
+        return samples, neurons, pinv, dependent, null, proj
     prev_start = _slot_starts(prev[1], m)
     for j in range(m):
         q0 = cons_offset[j]
@@ -319,7 +323,7 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
                 samples[q0 + p] = i
                 neurons[q0 + p] = j
                 p += 1
-        if _kept_rows(prev, prev_start[j], prev_start[j + 1], samples, q0, q, pinv, dependent, null):
+        if _kept_rows(prev, prev_start[j], prev_start[j + 1], samples, q0, q, pinv, dependent, null, proj):
             continue
         N = np.zeros((da, q))
         for p in range(q):
@@ -330,19 +334,31 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
         for p in range(q):
             for r in range(da):
                 pinv[q0 + p, r] = rows[p, r]
+            _row_products(Xa, pinv[q0 + p], proj[q0 + p])
         # a normal in the span of the others (duplicate or antipodal samples): the split of the multipliers
         # among them is not unique, so their individual exits are not events
         dependent_columns(N, dependent[q0:q0 + q])
         if np.any(dependent[q0:q0 + q]):
             null_vector(N, dependent[q0:q0 + q], null[q0:q0 + q])
-    return samples, neurons, pinv, dependent, null
+    return samples, neurons, pinv, dependent, null, proj
+
+
+@jit
+def _row_products(Xa, row, out):
+    """``out[k] = <row, Xa_k>`` for every sample ``k``, each sum over the columns in increasing order."""
+    n, da = Xa.shape
+    for k in range(n):
+        acc = 0.0
+        for q in range(da):
+            acc += row[q] * Xa[k, q]
+        out[k] = acc
 
 
 @jit
 def no_surfaces(da):
     """The value of :func:`build_constraints` with no surface held (its ``prev`` where there was no last call)."""
     return (np.empty(0, np.int64), np.empty(0, np.int64), np.zeros((0, da)), np.zeros(0, np.bool_),
-            np.zeros(0))
+            np.zeros(0), np.zeros((0, 0)))
 
 
 @jit
@@ -358,11 +374,11 @@ def _slot_starts(neurons, m):
 
 
 @jit
-def _kept_rows(prev, lo, hi, samples, q0, q, pinv, dependent, null):
+def _kept_rows(prev, lo, hi, samples, q0, q, pinv, dependent, null, proj):
     """Whether the neuron's slots ``q0..q0 + q - 1`` (held ``samples``) are those of slots ``lo..hi - 1`` of
     ``prev`` (:func:`build_constraints`'s last value), sample for sample; if so their rows of ``pinv``,
-    ``dependent`` and ``null`` are copied from it."""
-    last_samples, _, last_pinv, last_dependent, last_null = prev
+    ``dependent``, ``null`` and ``proj`` are copied from it."""
+    last_samples, _, last_pinv, last_dependent, last_null, last_proj = prev
     kept = hi - lo == q
     if kept:
         for p in range(q):
@@ -373,6 +389,8 @@ def _kept_rows(prev, lo, hi, samples, q0, q, pinv, dependent, null):
                 pinv[q0 + p, r] = last_pinv[lo + p, r]
             dependent[q0 + p] = last_dependent[lo + p]
             null[q0 + p] = last_null[lo + p]
+            for k in range(proj.shape[1]):
+                proj[q0 + p, k] = last_proj[lo + p, k]
     return kept
 
 
@@ -837,26 +855,27 @@ def _slot_noise(Xa, S, P, G0, gnoise, pinv, slot, i, j, state_noise, beta):
     plus ``|beta|`` times that of ``den = G_i``, from the residual weights' noise ``gnoise``; plus the state's
     uncertainty ``state_noise`` in ``a_j`` relative to ``|a_j|`` on both (``NOISE_BAND`` was calibrated on
     ``a_j (num - beta den)``, whose band this is divided by ``|a_j|``); at ``a_j = 0`` without that term."""
-    spread, value = _slot_sums(Xa, S, G0, gnoise, pinv, slot, j)
+    proj = np.empty((1, Xa.shape[0]))
+    _row_products(Xa, pinv[slot], proj[0])
+    spread, value = _slot_sums(S, G0, gnoise, proj, 0, j)
     return _slot_band(abs(P[j, Xa.shape[1]]), spread, value, gnoise[i], G0[i], state_noise, beta)
 
 
 @jit
-def _slot_sums(Xa, S, G0, gnoise, pinv, slot, j):
+def _slot_sums(S, G0, gnoise, proj, slot, j):
     """The sums over the neuron's free samples behind both noise bands of ``slot`` (:func:`_slot_noise`):
-    ``(sum_k |s_kj <pinv, (x_k, 1)>| gnoise_k, sum_k |s_kj <pinv, (x_k, 1)> G_k|)``."""
-    n, da = Xa.shape
+    ``(sum_k |s_kj <pinv, (x_k, 1)>| gnoise_k, sum_k |s_kj <pinv, (x_k, 1)> G_k|)``, the products ``<pinv, (x_k,
+    1)>`` being ``proj[slot]`` (:func:`build_constraints`)."""
+    n = S.shape[0]
     spread = 0.0
     value = 0.0
     for k in range(n):
         s = S[k, j]
         if s == 0.0:
             continue
-        proj = 0.0
-        for q in range(da):
-            proj += pinv[slot, q] * Xa[k, q]
-        spread += abs(s * proj) * gnoise[k]
-        value += abs(s * proj * G0[k])
+        p = proj[slot, k]
+        spread += abs(s * p) * gnoise[k]
+        value += abs(s * p * G0[k])
     return spread, value
 
 
@@ -1065,6 +1084,7 @@ class Held(NamedTuple):
     pinv: np.ndarray
     dependent: np.ndarray
     null: np.ndarray
+    proj: np.ndarray
     Cm: np.ndarray
     phi: np.ndarray
     num: np.ndarray
@@ -1115,7 +1135,7 @@ def _held_dependent(net, method, state, ws, t, events, n_ev, surfaces):
     search (the exact release of parallel classes and of a one-dimensional null space is an event of its own,
     :func:`_group_exits`; beyond, the release is located to the step, not to machine precision). Returns
     ``(status, n_ev, surfaces)``, the held surfaces after it (:func:`_held_surfaces`)."""
-    samples, neurons, _, dependent, _ = surfaces
+    samples, neurons, _, dependent, _, _ = surfaces
     hit, cons_offset = ws.hit, ws.cons_offset
     hit[:, :] = False
     for slot in range(len(samples)):
@@ -1145,7 +1165,7 @@ def _held_series(net, method, state, ws, t, low, surfaces):
     P, mode, drop = state.P, state.mode, state.drop
     series, S, cons_offset, gnoise, released = ws.series, ws.S, ws.cons_offset, ws.gnoise, ws.released[0]
     C, G = series.C, series.G
-    samples, neurons, pinv, dependent, null = surfaces
+    samples, neurons, pinv, dependent, null, proj = surfaces
     n_slots = len(samples)
     Cm, phi = np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots))
     num, den = np.zeros((K + 1, n_slots)), np.zeros((K + 1, n_slots))
@@ -1170,10 +1190,10 @@ def _held_series(net, method, state, ws, t, low, surfaces):
             for l in range(min(k, lmax) + 1):
                 acc += C[l, j, da] * G[k - l, i]
             phi[k, slot] = acc
-        _multiplier_series(Xa, S, G, pinv, slot, i, j, K, num, den, gnoise)
+        _multiplier_series(S, G, proj, slot, i, j, K, num, den, gnoise)
     group_offset, group_slot, group_weight, group_beta = _group_exits(net, samples, dependent, null, den,
                                                                       cons_offset)
-    return Held(samples, neurons, pinv, dependent, null, Cm, phi, num, den, band, group_offset, group_slot,
+    return Held(samples, neurons, pinv, dependent, null, proj, Cm, phi, num, den, band, group_offset, group_slot,
                 group_weight, group_beta), K
 
 
@@ -1227,23 +1247,41 @@ def _linear_crossing(Z0, Z1, mode, drop):
 
 
 @jit
-def _multiplier_series(Xa, S, G, pinv, slot, i, j, K, num, den, proj):
+def _multiplier_series(S, G, proj, slot, i, j, K, num, den, scratch):
     """The Taylor coefficients (orders ``0..K - 1``) of the multiplier ``s_ij = num / den`` of ``slot``: ``num =
-    -sum_k s_kj G_k <pinv, (x_k, 1)>`` over the neuron's free samples and ``den = G_i``. ``Cm = a_j num`` and
-    ``phi = a_j G_i`` as series; without the common factor the exit polynomials ``num - beta den`` have no root
-    where a trained outer weight passes through 0 (the multiplier is continuous there). ``proj`` (``n``): scratch."""
-    n, da = Xa.shape
+    -sum_k s_kj G_k <pinv, (x_k, 1)>`` over the neuron's free samples and ``den = G_i``, the products ``<pinv, (x_k,
+    1)>`` being ``proj[slot]`` (:func:`build_constraints`). ``Cm = a_j num`` and ``phi = a_j G_i`` as series;
+    without the common factor the exit polynomials ``num - beta den`` have no root where a trained outer weight
+    passes through 0 (the multiplier is continuous there). ``scratch`` (``n``): scratch. Four orders at a time, in
+    four independent chains of additions (each sum over ``k`` in increasing order, as one order at a time)."""
+    n = S.shape[0]
     for k in range(n):
         acc = 0.0
         if S[k, j] != 0.0:
-            for q in range(da):
-                acc += pinv[slot, q] * Xa[k, q]
-        proj[k] = S[k, j] * acc
-    for o in range(K):
+            acc = proj[slot, k]
+        scratch[k] = S[k, j] * acc
+    top = K - K % 4
+    for o in range(0, top, 4):
+        acc0 = 0.0
+        acc1 = 0.0
+        acc2 = 0.0
+        acc3 = 0.0
+        for k in range(n):
+            x = scratch[k]
+            acc0 -= x * G[o, k]
+            acc1 -= x * G[o + 1, k]
+            acc2 -= x * G[o + 2, k]
+            acc3 -= x * G[o + 3, k]
+        num[o, slot] = acc0
+        num[o + 1, slot] = acc1
+        num[o + 2, slot] = acc2
+        num[o + 3, slot] = acc3
+    for o in range(top, K):
         acc = 0.0
         for k in range(n):
-            acc -= proj[k] * G[o, k]
+            acc -= scratch[k] * G[o, k]
         num[o, slot] = acc
+    for o in range(K):
         den[o, slot] = G[o, i]
 
 
@@ -1280,7 +1318,7 @@ def _noise_bands(net, method, state, ws, held, size, t):
     Xa, y, leak, loss_kind, c = net.Xa, net.y, net.leak, net.loss_kind, net.c
     tol, log_clock = method.tol, method.log_clock
     S, Z0, G0, reach, gnoise, P = ws.S, ws.series.Z0, ws.series.G[0], ws.reach, ws.gnoise, state.P
-    samples, neurons, pinv, band = held.samples, held.neurons, held.pinv, held.band
+    samples, neurons, proj, band = held.samples, held.neurons, held.proj, held.band
     n_slots = len(samples)
     if n_slots == 0:
         return
@@ -1289,7 +1327,7 @@ def _noise_bands(net, method, state, ws, held, size, t):
     da = Xa.shape[1]
     for slot in range(n_slots):
         i, j = samples[slot], neurons[slot]
-        spread, value = _slot_sums(Xa, S, G0, gnoise, pinv, slot, j)
+        spread, value = _slot_sums(S, G0, gnoise, proj, slot, j)
         for e in range(2):
             band[slot, e] = _slot_band(abs(P[j, da]), spread, value, gnoise[i], G0[i], state_noise,
                                        leak if e == 0 else 1.0)
@@ -1573,7 +1611,7 @@ def _zeno_snap(net, state, ws, in_cycle, last, before):
             if abs(z) <= ZENO_SNAP * _reach(Xa, i, bias) * amplitude:
                 ws.hit[i, j] = True
                 mode[i, j] = MODE_HELD
-    samples, neurons, pinv, _, _ = build_constraints(Xa, bias, mode, ws.cons_offset, no_surfaces(Xa.shape[1]))
+    samples, neurons, pinv, _, _, _ = build_constraints(Xa, bias, mode, ws.cons_offset, no_surfaces(Xa.shape[1]))
     _project_onto_surfaces(Xa, bias, P, samples, neurons, pinv)
     for i in range(n):
         for j in range(P.shape[0]):

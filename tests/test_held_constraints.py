@@ -1,6 +1,7 @@
-"""The held surfaces' constraints (pseudo-inverse rows of each neuron's normals, dependent flags, null vectors) are
-rebuilt each step only for the neurons whose held samples changed; the others keep the last step's rows. Checked
-against numpy's pseudo-inverse and a fresh build, in the kernel and in the mpmath engine."""
+"""The held surfaces' constraints (pseudo-inverse rows of each neuron's normals, dependent flags, null vectors, and
+the products of each row with every sample) are rebuilt each step only for the neurons whose held samples changed;
+the others keep the last step's rows. Checked against numpy's pseudo-inverse and a fresh build, in the kernel and in
+the mpmath engine."""
 
 import numpy as np
 from mpmath import mp, mpf
@@ -50,13 +51,20 @@ def test_rows_kept_from_the_last_build_equal_a_fresh_build_and_numpys_pseudo_inv
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
         else:
             assert np.array_equal(a, b)
-    samples, neurons, pinv, dependent, null = kept
+    samples, neurons, pinv, dependent, null, proj = kept
     assert [(int(i), int(j)) for i, j in zip(samples, neurons)] == sorted(AFTER, key=lambda s: (s[1], s[0]))
     for j in range(m):
         lo, hi = offset[j], offset[j + 1]
         if hi > lo:
             N = Xa[samples[lo:hi]].T  # the neuron's normals (x_i, 1) as columns
             np.testing.assert_allclose(pinv[lo:hi], np.linalg.pinv(N), rtol=0, atol=1e-13)
+            # <pinv row, (x_k, 1)> for every sample: 1 on the slot's own sample, 0 on the neuron's other held
+            # samples (pinv N = I on independent normals), and numpy's products everywhere
+            np.testing.assert_allclose(proj[lo:hi], np.linalg.pinv(N) @ Xa.T, rtol=0, atol=1e-12)
+    assert proj.shape == (len(samples), n)
+    for q in range(len(samples)):
+        if not dependent[q]:
+            assert abs(proj[q, samples[q]] - 1.0) < 1e-12
     # the duplicate pair of neuron 1 is dependent (and its null vector splits the multipliers along x_1 - x_4)
     pair = [q for q in range(len(samples)) if neurons[q] == 1 and samples[q] in (1, 4)]
     assert all(dependent[pair]) and not dependent[[q for q in range(len(samples)) if q not in pair]].any()
@@ -70,14 +78,16 @@ def test_only_neurons_held_on_the_same_samples_take_the_last_rows():
     first, first_offset = _build(Xa, _mode(n, m, BEFORE), driver.no_surfaces(Xa.shape[1]))
     marked = tuple(a.copy() for a in first)
     marked[2][:] = 7.0  # rows no pseudo-inverse has: where they come back, they were kept
+    marked[5][:] = 5.0  # and no products of a pseudo-inverse row
     kept, offset = _build(Xa, _mode(n, m, AFTER), marked)
     fresh, _ = _build(Xa, _mode(n, m, AFTER), driver.no_surfaces(Xa.shape[1]))
     for j in range(m):
         rows = slice(offset[j], offset[j + 1])
         if j == 0:  # the same two samples as before
-            assert np.all(kept[2][rows] == 7.0)
+            assert np.all(kept[2][rows] == 7.0) and np.all(kept[5][rows] == 5.0)
         else:  # a sample added (1), moved (2), or newly held (4)
             assert np.array_equal(kept[2][rows], fresh[2][rows])
+            assert np.array_equal(kept[5][rows], fresh[5][rows])
 
 
 def test_the_mpmath_engine_keeps_rows_as_the_kernel_does():
