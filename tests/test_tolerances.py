@@ -109,8 +109,8 @@ def _held_one_slot(phi, den):
     col = lambda c: np.array(c, dtype=float).reshape(-1, 1)  # noqa: E731
     z = np.zeros((len(phi), 1))
     return kdriver.Held(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((1, 2)), np.zeros(1, np.bool_),
-                        np.zeros(1), z, col(phi), z, col(den), np.zeros((1, 2)), np.zeros(1, np.int64),
-                        np.empty(0, np.int64), np.empty(0), np.empty(0))
+                        np.zeros(1), np.zeros((1, 1)), z, col(phi), z, col(den), np.zeros((1, 2)),
+                        np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0))
 
 
 def test_exit_side_threshold_scales_with_the_working_precision():
