@@ -288,9 +288,10 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
     ``<pinv row, Xa_k>`` for every sample ``k``, each a sum in increasing column order, which the multiplier's
     series (:func:`_multiplier_series`) and its noise band (:func:`_slot_sums`) read at every step.
 
-    ``prev`` is what the last call returned (:func:`no_surfaces` where there is none): a neuron held on the same
-    samples as then keeps its rows of ``pinv``, ``dependent``, ``null`` and ``proj``, which depend on nothing else
-    (:func:`_kept_rows`); only the neurons whose held samples changed get the SVDs and the products again. Where
+    ``prev`` is what the last call returned (:func:`no_surfaces` where there is none). Where the held surfaces are
+    still its slots, ``prev`` itself is returned (:func:`_same_slots`); otherwise a neuron held on the same samples
+    as then keeps its rows of ``pinv``, ``dependent``, ``null`` and ``proj``, which depend on nothing else
+    (:func:`_kept_rows`), and only the neurons whose held samples changed get the SVDs and the products again. Where
     many surfaces are held for many steps (sliding on real data) those SVDs had been about a sixth of a step, and
     the products, recomputed by both readers, another sixth."""
     n, m = mode.shape
@@ -303,13 +304,15 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
     for j in range(m):
         cons_offset[j + 1] += cons_offset[j]
     total = cons_offset[m]
+    if _same_slots(prev, mode, cons_offset):  # most steps: the last call's value, nothing to allocate or copy
+        return prev
     samples = np.empty(total, np.int64)
     neurons = np.empty(total, np.int64)
     pinv = np.zeros((total, da))
     dependent = np.zeros(total, np.bool_)
     null = np.zeros(total)
     proj = np.empty((total, n))
-    if total == 0:  # most steps of most flows: no slots, and nothing of the last call to look up
+    if total == 0:  # no slots, and nothing of the last call to look up
         return samples, neurons, pinv, dependent, null, proj
     prev_start = _slot_starts(prev[1], m)
     for j in range(m):
@@ -341,6 +344,27 @@ def build_constraints(Xa, bias, mode, cons_offset, prev):
         if np.any(dependent[q0:q0 + q]):
             null_vector(N, dependent[q0:q0 + q], null[q0:q0 + q])
     return samples, neurons, pinv, dependent, null, proj
+
+
+@jit
+def _same_slots(prev, mode, cons_offset):
+    """Whether the held surfaces of ``mode`` (counted per neuron in ``cons_offset``) are the slots of ``prev``
+    (:func:`build_constraints`'s last value), neuron by neuron and sample by sample: then every row of it is
+    what a rebuild would give, and it is returned as it is (no array of it is written after it was built)."""
+    last_samples, last_neurons = prev[0], prev[1]
+    n, m = mode.shape
+    if len(last_samples) != cons_offset[m]:
+        return False
+    for j in range(m):
+        slot = cons_offset[j]
+        if slot == cons_offset[j + 1]:
+            continue
+        for i in range(n):
+            if mode[i, j] == MODE_HELD:
+                if last_samples[slot] != i or last_neurons[slot] != j:
+                    return False
+                slot += 1
+    return True
 
 
 @jit

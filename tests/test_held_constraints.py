@@ -116,3 +116,28 @@ def test_the_mpmath_engine_keeps_rows_as_the_kernel_does():
         got = np.array([[float(v) for v in row] for _, _, row in per_neuron[0]])
         np.testing.assert_allclose(got, pinv, rtol=0, atol=1e-13)
         assert [slots[q] for q in range(len(slots)) if dependent[q]] == [(1, 1), (4, 1)]
+
+
+def test_an_unchanged_held_set_returns_the_last_build_itself():
+    """The same held surfaces as the last call: its arrays come back as they are (nothing rebuilt or copied), and
+    they equal a fresh build; one surface more or less, or one moved to another sample, builds anew."""
+    X, Xa = _data()
+    n, m = X.shape[0], 5
+    first, first_offset = _build(Xa, _mode(n, m, BEFORE), driver.no_surfaces(Xa.shape[1]))
+    again, offset = _build(Xa, _mode(n, m, BEFORE), first)
+    assert all(a is b for a, b in zip(again, first)) and np.array_equal(offset, first_offset)
+    fresh, _ = _build(Xa, _mode(n, m, BEFORE), driver.no_surfaces(Xa.shape[1]))
+    for a, b in zip(again, fresh):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if a.dtype == np.float64:
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+        else:
+            assert np.array_equal(a, b)
+    for held in (BEFORE[:-1], BEFORE + [(8, 4)], [(1, 0)] + BEFORE[1:]):
+        other, _ = _build(Xa, _mode(n, m, held), first)
+        assert not any(a is b for a, b in zip(other, first))
+        assert len(other[0]) == len(held)
+    empty = driver.no_surfaces(Xa.shape[1])
+    none, _ = _build(Xa, _mode(n, m, []), empty)
+    assert all(a is b for a, b in zip(none, empty))
+
