@@ -179,8 +179,7 @@ def preactivations(Xa, P, out_Z, cols=None):
     The product is ``Xa @ Pt`` with ``Pt`` the transposed columns of ``P`` copied C-contiguous: OpenBLAS's kernels
     for two non-transposed operands took about a quarter less time than for ``Xa @ P.T`` at ``n = 360``, ``nc =
     52``, ``m = 50`` and nearly half less at ``m = 20`` (on Intel Xeon and AMD EPYC alike; the same from ``m =
-    100``). Below
-    ``BLAS_MIN_WORK`` the loops sum each entry over the columns in increasing order, as before."""
+    100``). Below ``BLAS_MIN_WORK`` the loops sum each entry over the columns in increasing order."""
     n, da = Xa.shape
     m = P.shape[0]
     if cols is None:
