@@ -1276,36 +1276,18 @@ def _multiplier_series(S, G, proj, slot, i, j, K, num, den, scratch):
     -sum_k s_kj G_k <pinv, (x_k, 1)>`` over the neuron's free samples and ``den = G_i``, the products ``<pinv, (x_k,
     1)>`` being ``proj[slot]`` (:func:`build_constraints`). ``Cm = a_j num`` and ``phi = a_j G_i`` as series;
     without the common factor the exit polynomials ``num - beta den`` have no root where a trained outer weight
-    passes through 0 (the multiplier is continuous there). ``scratch`` (``n``): scratch. Four orders at a time, in
-    four independent chains of additions (each sum over ``k`` in increasing order, as one order at a time)."""
+    passes through 0 (the multiplier is continuous there). ``scratch`` (``n``): scratch."""
     n = S.shape[0]
     for k in range(n):
         acc = 0.0
         if S[k, j] != 0.0:
             acc = proj[slot, k]
         scratch[k] = S[k, j] * acc
-    top = K - K % 4
-    for o in range(0, top, 4):
-        acc0 = 0.0
-        acc1 = 0.0
-        acc2 = 0.0
-        acc3 = 0.0
-        for k in range(n):
-            x = scratch[k]
-            acc0 -= x * G[o, k]
-            acc1 -= x * G[o + 1, k]
-            acc2 -= x * G[o + 2, k]
-            acc3 -= x * G[o + 3, k]
-        num[o, slot] = acc0
-        num[o + 1, slot] = acc1
-        num[o + 2, slot] = acc2
-        num[o + 3, slot] = acc3
-    for o in range(top, K):
+    for o in range(K):
         acc = 0.0
         for k in range(n):
             acc -= scratch[k] * G[o, k]
         num[o, slot] = acc
-    for o in range(K):
         den[o, slot] = G[o, i]
 
 
