@@ -8,6 +8,7 @@ Ctrl-C (``status="interrupted"``, with everything computed so far).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 import warnings
@@ -714,23 +715,41 @@ def _mp_flow(problem, params0, t_end, log_t_end, log_clock, dps, rtol, t_eval, o
         else:
             s_grid, log_loss = None, [mp.log(v) for v in run.loss]
 
-    def objects(values, shape):
-        return np.array(values, dtype=object).reshape(shape) if values else np.empty(shape, dtype=object)
-
     m, w = params0.m, problem.d + 2
     n_steps = len(run.coefficients)
     nan = float("nan")
     columns = list(zip(*run.events)) or [()] * 6  # (t, kind, neuron, sample, side, multiplier), None for a crossing
-    events = EventLog(objects(columns[0], (len(run.events),)), *columns[1:5],
-                      objects([nan if mult is None else mult for mult in columns[5]], (len(run.events),)))
+    events = EventLog(_object_array(columns[0], (len(run.events),)), *columns[1:5],
+                      _object_array([nan if mult is None else mult for mult in columns[5]], (len(run.events),)))
     return FlowResult(
-        problem=problem, t=objects(run.t, (len(run.t),)), states=objects(run.states, (len(run.states), m, w)),
-        loss=objects(run.loss, (len(run.loss),)), energy=objects(run.energy, (n_steps,)), events=events,
+        problem=problem, t=_object_array(run.t, (len(run.t),)),
+        states=_object_array(run.states, (len(run.states), m, w)), loss=_object_array(run.loss, (len(run.loss),)),
+        energy=_object_array(run.energy, (n_steps,)), events=events,
         status=run.status, message=run.message,
-        coefficients=objects(run.coefficients, (n_steps, order + 1, m, w)) if dense_output else None,
-        t_eval=objects([mpf(x) for x in t_eval[: len(run.eval_states)]], (len(run.eval_states),)),
-        states_eval=objects(run.eval_states, (len(run.eval_states), m, w)),
+        coefficients=_object_array(run.coefficients, (n_steps, order + 1, m, w)) if dense_output else None,
+        t_eval=_object_array([mpf(x) for x in t_eval[: len(run.eval_states)]], (len(run.eval_states),)),
+        states_eval=_object_array(run.eval_states, (len(run.eval_states), m, w)),
         order=order, rtol=float(tol), wall_s=run.wall_s, dps=dps, clock="log" if log_clock else "t",
         inclusion_residual=float(run.inclusion),
-        s=None if s_grid is None else objects(s_grid, (len(s_grid),)), log_loss=objects(log_loss, (len(log_loss),)),
+        s=None if s_grid is None else _object_array(s_grid, (len(s_grid),)),
+        log_loss=_object_array(log_loss, (len(log_loss),)),
         options={**options, "rtol": str(tol)})
+
+
+def _object_array(values, shape: tuple) -> np.ndarray:
+    """The nested lists ``values`` (``len(shape)`` deep, of exactly that shape) as an array of the same objects.
+
+    ``np.array(values, dtype=object)`` probes every entry for being a sequence: on an mpmath run's dense output
+    (half a million mpf at m = 50 over 100 steps) that took 0.10 s, against 0.03 s for this one pass over the
+    nested lists' iterators."""
+    flat = iter(values)
+    for _ in range(len(shape) - 1):
+        flat = itertools.chain.from_iterable(flat)
+    out = np.fromiter(flat, dtype=object, count=math.prod(shape))
+    if next(flat, _END) is not _END:
+        raise RuntimeError(f"more values than the shape {shape} holds")
+    return out.reshape(shape)
+
+
+#: the end of an iterator (:func:`_object_array`)
+_END = object()
