@@ -12,6 +12,7 @@ import pytest
 from mpmath import mp, mpf
 from mpmath.libmp import finf, fnan, fninf, from_int, from_man_exp, fzero, mpf_abs, mpf_add, mpf_div, mpf_mul
 
+import flowlib as fl
 from flowlib.mp import fast, series
 from flowlib.mp import flow as mpflow
 from flowlib.running import order_for
@@ -108,6 +109,34 @@ def test_convolutions_and_combination_are_the_exact_integer_sums():
         columns = [[rng.randint(-2**90, 2**90) for _ in range(7)] for _ in range(rng.randint(1, 4))]
         weights = [rng.choice([0, rng.randint(-2**60, 2**60)]) for _ in columns]
         assert fast.combination(columns, weights) == [sum(w * c[j] for w, c in zip(weights, columns)) for j in range(7)]
+
+
+@pytest.mark.parametrize("slope", [0, 5])
+def test_packed_tracks_give_the_exact_sums_of_products(rounding_path, slope):
+    # every order's integers packed by group (Kronecker substitution): the products of packed integers, summed and
+    # unpacked (by gmpy2's unpack, or by shifts), are the exact sums of the products, also after the base moves (a
+    # far smaller exponent) and when a wider field is asked for
+    rng = random.Random(slope)
+    groups, size = 3, 7  # components g * size + t
+    track, weights = fast.Track(groups * size), fast.Track(groups)
+    for k in range(9):
+        if k == 5:
+            track.regrid(slope)
+            weights.regrid(slope)
+        low = -400 if k == 7 else -60  # order 7 moves the bases down
+        track.append([(rng.randint(0, 1), rng.getrandbits(90) | 1, rng.randint(low, 20) - slope * k, 90)
+                      if rng.random() > 0.2 else fzero for _ in range(groups * size)])
+        weights.append([(rng.randint(0, 1), rng.getrandbits(60) | 1, rng.randint(-30, 30) - slope * k, 60)
+                        for _ in range(groups)])
+        field = weights.width(0, k) + track.width(0, k) + (groups * (k + 1)).bit_length() + 1
+        for ask in (field, field + 300):  # the second a wider field than the one kept: packed afresh
+            packs, width = track.packed("by group", [slice(g * size, (g + 1) * size) for g in range(groups)], ask)
+            assert width >= ask and len(packs) == k + 1
+            total = sum(weights.blocks[l][g] * packs[k - l][g] for l in range(k + 1) for g in range(groups))
+            expected = [sum(weights.blocks[l][g] * track.blocks[k - l][g * size + t] for l in range(k + 1)
+                            for g in range(groups)) for t in range(size)]
+            assert fast.unpacked(total, size, width) == expected
+        assert track.widths == [max(map(abs, block)).bit_length() for block in track.blocks]
 
 
 def test_max_magnitude_is_the_max_of_abs_and_sees_nan_and_inf():
@@ -266,3 +295,30 @@ def test_taylor_expansion_gives_the_series_of_every_order_asked(still):
                 assert _raw(getattr(got, name)) == _raw(getattr(ref, name)), (order, name)
             assert got.Cr == series.raw_orders(ref.C)
             assert all(expansion.raw_order(k) == ref.Cr[k] for k in range(order + 1))
+            assert all(expansion.raw_switching(k) == ref.Zr[k] for k in range(order + 1))
+        # the switching functions alone, asked first (as the adaptive order asks for orders 0 and 1)
+        first = series.TaylorExpansion(data, S, P, constraints)
+        ref = series.taylor_coefficients(data, S, P, 5, constraints)
+        assert [first.raw_switching(k) for k in (1, 0, 5)] == [ref.Zr[1], ref.Zr[0], ref.Zr[5]]
+
+
+def test_switching_functions_of_a_widely_spread_state_with_still_neurons_take_the_mpf_path():
+    # a still neuron at 1e-80 beside moving ones of order 1: the recurrence of the moving neurons runs on integers,
+    # but the whole network's Z[0] spans more than 2 prec bits, and the switching functions asked alone come from
+    # the mpf path
+    prob = fl.Problem([[1.0], [-0.5], [2.0]], [1.0, -1.0, 0.5], loss="square", reduction="mean", bias=True,
+                      train_outer=True)
+    with mp.workdps(30):
+        data = series.MPData.from_problem(prob)
+        P = [[mpf("0.7"), mpf("0.2"), mpf("1.1")], [mpf("-0.4"), mpf("0.3"), mpf("0.9")],
+             [mpf("1e-80"), mpf("-3e-81"), mpf("2e-80")]]
+        Z = series.preactivations(data, P)
+        held = [[j == 2 for j in range(3)] for _ in range(data.n)]  # neuron 2 does not move
+        S = series.slopes(data, [[z > 0 for z in row] for row in Z], held)
+        constraints = [[] for _ in P]
+        expansion = series.TaylorExpansion(data, S, P, constraints)
+        assert expansion.moving == [0, 1] and expansion.recurrence is not None
+        expansion.recurrence.extend(4)  # the moving neurons alone: exact on integers
+        ref = series._taylor_reference(data, S, P, 4, constraints)
+        assert [expansion.raw_switching(k) for k in range(5)] == ref.Zr
+        assert expansion.recurrence is None  # the integer path gave up

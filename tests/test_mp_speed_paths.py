@@ -193,6 +193,27 @@ def test_track_moves_its_exponents_exactly(slope):
         track.append([(0, 0, -456, -2), (0, 0, 0, 0)])  # +inf
 
 
+@pytest.mark.parametrize("loss", ["exp", "logistic", "square"])
+@pytest.mark.parametrize("train_outer", [True, False])
+def test_integer_taylor_recurrences_of_a_wide_layer_equal_the_mpf_ones(loss, train_outer):
+    # more neurons than orders, so that every sample's output sums take the packed products (the small random
+    # cases above sum most orders neuron by neuron), with a held surface and neurons off on some samples
+    rng = np.random.default_rng(7)
+    n, d, m = 4, 2, 24
+    X = rng.standard_normal((n, d))
+    y = np.sign(rng.standard_normal(n)) if loss != "square" else rng.standard_normal(n)
+    prob = fl.Problem(X, y, loss=loss, reduction="mean", activation="leaky_relu", leak=0.1, bias=True,
+                      train_outer=train_outer)
+    P = np.concatenate([rng.standard_normal((m, d)), rng.standard_normal((m, 1)) * 0.3,
+                        rng.standard_normal((m, 1))], axis=1)
+    with mp.workdps(40):
+        data, state, S, constraints = _series_inputs(prob, P, hold=True)
+        fast_path = series._taylor_integer(data, S, state, 18, constraints, None)
+        reference = series._taylor_reference(data, S, state, 18, constraints, None)
+        for name in ("C", "Z", "G", "Cm", "F"):
+            assert _same(getattr(fast_path, name), getattr(reference, name)), name
+
+
 def _assert_horner_and_energy_are_the_mpf_expressions(C, h):
     """``state_at`` and ``velocity_energy`` of the coefficients ``C`` at ``h`` equal, bit for bit, Horner's rule and
     the energy's double sum written with plain mpf arithmetic."""

@@ -34,6 +34,8 @@ from mpmath.libmp import round_nearest as ROUND_NEAREST
 #: libmp rounds in C (gmpy2's ``_mpmath_create`` and ``_mpmath_normalize``): the roundings below call it directly,
 #: being then the very functions of mpf arithmetic; the pure-Python bodies serve the other backends.
 C_ROUNDING = BACKEND == "gmpy"
+if C_ROUNDING:
+    from gmpy2 import unpack
 
 
 class Inexact(Exception):
@@ -64,6 +66,25 @@ def convolutions(xs, ys) -> list:
     the exact integer sums of the Cauchy products of the integer sequences ``xs[c]`` and ``ys[c]`` at their last
     order (the pairs of the one ``sum(map(mul, x, reversed(y)))`` each, in one C-level loop)."""
     return list(map(sum, map(map, repeat(mul), xs, map(reversed, ys))))
+
+
+def unpacked(total: int, count: int, width: int) -> list:
+    """The ``count`` signed fields of ``width`` bits of a sum of packed products (:meth:`Track.packed`):
+    ``total = sum_t v_t 2^(width t)`` with every ``|v_t| < 2^(width - 1)`` gives ``[v_0, ..., v_(count - 1)]``.
+    Adding ``2^(width - 1)`` to every field makes each one nonnegative and alone (the top one nonzero), read off
+    by gmpy2's ``unpack`` where libmp computes with gmpy2, else by a shift and a mask."""
+    half = 1 << (width - 1)
+    total += _field_offsets(count, width)
+    if C_ROUNDING:
+        return [field - half for field in unpack(total, width)]
+    mask = (1 << width) - 1
+    return [((total >> shift) & mask) - half for shift in range(0, width * count, width)]
+
+
+@lru_cache(maxsize=64)
+def _field_offsets(count: int, width: int) -> int:
+    """``sum_t 2^(width - 1) 2^(width t)`` for ``t < count``: :func:`unpacked`'s offset."""
+    return sum(map(lshift, repeat(1 << (width - 1), count), range(0, width * count, width)))
 
 
 def combination(columns, weights) -> list:
@@ -205,7 +226,18 @@ def horner_all(orders, tau: tuple, prec: int) -> list:
             am = a[1]
             if am:
                 man = am * tm
-                nxt.append(plus(normalize(a[0] ^ ts, man, a[2] + te, man.bit_length(), prec, ROUND_NEAREST), c, prec))
+                product = ps, pm, pe, _ = normalize(a[0] ^ ts, man, a[2] + te, man.bit_length(), prec,
+                                                    ROUND_NEAREST)
+                cs, cm, ce, _ = c
+                offset = pe - ce
+                if cm and 0 <= offset <= 100:  # plus(product, c, prec), its exact branch inline
+                    nxt.append(from_man_exp(((-pm if ps else pm) << offset) + (-cm if cs else cm), ce, prec,
+                                            ROUND_NEAREST))
+                elif cm and -100 <= offset < 0:
+                    nxt.append(from_man_exp(((-cm if cs else cm) << -offset) + (-pm if ps else pm), pe, prec,
+                                            ROUND_NEAREST))
+                else:
+                    nxt.append(plus(product, c, prec))
             elif a == c == fzero:
                 nxt.append(fzero)  # 0 * tau + 0, tau finite
             else:
@@ -270,16 +302,21 @@ class Track:
     shifted) when an order needs it, with ``MARGIN`` bits to spare.
     """
 
-    __slots__ = ("base", "slope", "blocks", "columns", "lo", "hi")
+    __slots__ = ("base", "slope", "blocks", "columns", "lo", "hi", "widths", "_packs")
 
     #: Bits below the lowest exponent seen that a move of the base leaves, so that it seldom moves.
     MARGIN = 32
+
+    #: Bits a packing's fields get beyond the width asked (:meth:`packed`), so that it is seldom made again.
+    PACK_SPARE = 64
 
     def __init__(self, width: int):
         self.base, self.slope = None, 0
         self.blocks = []
         self.columns = [[] for _ in range(width)]
         self.lo, self.hi = [], []
+        self.widths = []  # per order, the bit length of its largest integer (0 when all are 0)
+        self._packs = {}  # the packings of :meth:`packed`, by key: (field, groups, per order the packed integers)
 
     def exp_at(self, k: int) -> int:
         """Exponent of the integers of order ``k``."""
@@ -296,7 +333,27 @@ class Track:
         base = self.exp_at(k)
         ints = [(-(man << (e - base)) if sign else man << (e - base)) if man else 0 for sign, man, e, _ in values]
         self.blocks.append(ints)
+        self.widths.append(max(map(abs, ints), default=0).bit_length())
         deque(map(list.append, self.columns, ints), 0)
+
+    def width(self, lo: int, hi: int) -> int:
+        """Bit length of the largest integer of the orders ``lo..hi``."""
+        return max(self.widths[lo:hi + 1], default=0)
+
+    def packed(self, key: str, groups, field: int) -> tuple:
+        """Every order's integers packed by group (Kronecker substitution): ``(packs, width)`` with
+        ``packs[k][g] = sum_t blocks[k][groups[g]][t] 2^(width t)``, signed and exact, for fields of ``width >=
+        field`` bits. A packing is kept under ``key`` (with its ``groups``, slices of the components) and extended
+        order by order; it is made afresh when the base moves, or for a wider ``field`` (then with
+        :data:`PACK_SPARE` bits more than asked)."""
+        kept = self._packs.get(key)
+        if kept is None or kept[0] < field:
+            kept = self._packs[key] = (field + self.PACK_SPARE, groups, [])
+        width, groups, packs = kept
+        for block in self.blocks[len(packs):]:
+            packs.append([sum(map(lshift, block[group], range(0, width * len(block[group]), width)))
+                          for group in groups])
+        return packs, width
 
     def regrid(self, slope: int) -> None:
         """Put the orders on the grid of ``slope`` (exact: each order's integers shifted by its own amount)."""
@@ -311,6 +368,8 @@ class Track:
             self.blocks = [[v << s for v in block] if s >= 0 else [v >> -s for v in block]
                            for block, s in zip(self.blocks, shifts)]
             self.columns = [list(column) for column in zip(*self.blocks)] if self.blocks else self.columns
+            self.widths = [max(map(abs, block), default=0).bit_length() for block in self.blocks]
+            self._packs = {}
         self.base, self.slope = base, slope
 
 

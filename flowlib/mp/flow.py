@@ -412,7 +412,7 @@ class _Integrator:
             low = min(top, max(low, LOWEST_ORDER))
         if low >= top:
             return top
-        self.Z = expansion.series(low).Zr
+        self.Z = [expansion.raw_switching(0), expansion.raw_switching(1)]  # what _linear_crossing reads
         target = ADAPTIVE_MARGIN * self._linear_crossing()
         size = self._size(0) or mpf(1)
         K = low
@@ -540,10 +540,11 @@ class _Integrator:
         bound, found = h, False
         self.Zt = {}
         for i in range(data.n):
+            by_neuron = list(zip(*[Zk[i] for Zk in Z[:K + 1]]))  # the polynomials of sample i, neuron by neuron
             for j in range(len(self.P)):
                 if self.mode[i][j] != FREE:
                     continue
-                g = [Z[k][i][j] for k in range(K + 1)]
+                g = list(by_neuron[j])
                 self.Zt[i, j] = g
                 vanish = self._vanishing_terms(i, j, g)
                 if excluded_raw(g[vanish:], bound._mpf_):
@@ -640,15 +641,16 @@ class _Integrator:
     def _record_step(self, h):
         """Stage 5a (kernel ``_record_step``): the step's record ``(t, h, C, loss, energy)``; raises ``NONFINITE``
         for a loss of ``+inf``/NaN or a non-finite energy (``ln L = -inf`` is an exact zero loss)."""
-        data, C, raw = self.data, self.C, self.Cr
+        data, C = self.data, self.C
+        # the energy of the step's own orders (those above it, exact zeros, add nothing to its sums)
+        energy = velocity_energy_log(C, h, self.t) if self.log_clock else velocity_energy(C, h, self.Cr)
         if self.K < self.top:  # the orders above the step's are 0 (dense output reads every step at the run's order)
             zero = [[mpf(0)] * len(C[0][0]) for _ in C[0]]
             C = C + [zero] * (self.top - self.K)
-            raw = raw + [[fzero] * len(raw[0])] * (self.top - self.K)
         if self.log_clock:
-            record = (self.t, h, C, mp.log(loss_value(data, self.P, self.S)), velocity_energy_log(C, h, self.t))
+            record = (self.t, h, C, mp.log(loss_value(data, self.P, self.S)), energy)
         else:
-            record = (self.t, h, C, loss_value(data, self.P, self.S), velocity_energy(C, h, raw))
+            record = (self.t, h, C, loss_value(data, self.P, self.S), energy)
         if not (record[3] < mp.inf and mp.isfinite(record[4])):
             raise _Stop(kstatus.NONFINITE)
         return record

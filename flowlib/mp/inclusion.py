@@ -10,9 +10,11 @@ inside ``mp.workdps(...)``.
 from __future__ import annotations
 
 from mpmath import mp, mpf
+from mpmath.libmp import mpf_sum
 
 from flowlib.kernels.constants import DROP_NONE, INCLUSION_ROUNDINGS, MODE_HELD, MODE_VOID
 from flowlib.mp import linalg
+from flowlib.mp.fast import arithmetic
 
 
 def _neuron_distance(data, G0, C, S, j, on, widen, free) -> mpf:
@@ -66,7 +68,10 @@ def inclusion_residual(data, G0, C, S, mode, drop, held=None) -> mpf:
     held : flowlib.mp.flow.Held, optional
         The step's held surfaces and their noise bands, which widen their slopes' boxes.
     """
-    size = mp.sqrt(mp.fsum(x * x for row in C[1] for x in row))
+    prec, rnd = mp._prec_rounding
+    square = arithmetic(rnd)[0]  # mpf multiplication on raw tuples: mp.fsum(x * x for ...) without the objects
+    size = mp.sqrt(mp.make_mpf(mpf_sum([square(x, x, prec) for x in (v._mpf_ for row in C[1] for v in row)], prec,
+                                       rnd)))
     widening, free = {}, {}
     if held is not None:
         for slot, (i, j) in enumerate(held.slots):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import repeat
 from operator import mul, neg
 
 from mpmath import mp, mpf
@@ -22,7 +22,7 @@ from mpmath.libmp import fone, from_int, fzero, mpf_add, mpf_div, mpf_mul, mpf_m
 from mpmath.libmp import round_nearest as ROUND_NEAREST
 
 from flowlib.mp.fast import Fixed, Inexact, Track, arithmetic, check_span, combination, convolutions, div_all, \
-    div_int, dot, dots, horner_all, mul_add, round_all, times, times_all
+    div_int, dot, dots, horner_all, mul_add, round_all, times, times_all, unpacked
 from flowlib.problem import Problem
 
 LOSS_EXP, LOSS_LOGISTIC, LOSS_SQUARE = 0, 1, 2
@@ -338,9 +338,10 @@ def _taylor_integer(data: MPData, S, P, order: int, constraints, s0) -> Series:
     return _with_still_neurons(data, part, P, moving, constraints, order)
 
 
-def _with_still_neurons(data: MPData, part: Series, P, moving, constraints, order: int) -> Series:
+def _with_still_neurons(data: MPData, part: Series, P, moving, constraints, order: int, Z0=None) -> Series:
     """The series of the whole network from ``part``, that of the neurons ``moving``: the others keep their state
-    (exact zeros at every order above 0, and in the projection coefficients of their held surfaces)."""
+    (exact zeros at every order above 0, and in the projection coefficients of their held surfaces). ``Z0``: the
+    whole network's raw ``Z[0]`` where the caller has it."""
     zero = mpf(0)
     for j in set(range(len(P))) - set(moving):
         for slot, _, _ in constraints[j]:
@@ -350,7 +351,7 @@ def _with_still_neurons(data: MPData, part: Series, P, moving, constraints, orde
     C = [[list(part.C[0][where[j]]) if j in where else list(P[j]) for j in range(len(P))]]
     C += [[Ck[where[j]] if j in where else [zero] * width for j in range(len(P))] for Ck in part.C[1:]]
     prec = mp.prec
-    Zr = [_switching([[x._mpf_ for x in row] for row in P], _Inputs(data), data.da, prec)]
+    Zr = [Z0 if Z0 is not None else _switching([[x._mpf_ for x in row] for row in P], _Inputs(data), data.da, prec)]
     Zr += [[[row[where[j]] if j in where else fzero for j in range(len(P))] for row in Zk] for Zk in part.Zr[1:]]
     return Series(C=C, G=part.G, Cm=part.Cm, F=part.F, Cr=raw_orders(C), Zr=Zr)
 
@@ -446,6 +447,7 @@ class TaylorExpansion:
     def __init__(self, data: MPData, S, P, constraints, s0=None):
         self.data, self.S, self.P, self.constraints, self.s0 = data, S, P, constraints, s0
         self.moving = [j for j in range(len(P)) if data.decay or any(row[j] for row in S)]
+        self._z0 = None  # the whole network's raw Z[0] when some neurons are still (:meth:`_still_switching`)
         self.recurrence = None
         if mp._prec_rounding[1] == ROUND_NEAREST:
             moving = self.moving if self.moving and len(self.moving) < len(P) else range(len(P))
@@ -463,10 +465,34 @@ class TaylorExpansion:
                 part = self.recurrence.series(order)
                 if not self.moving or len(self.moving) == len(self.P):
                     return part
-                return _with_still_neurons(self.data, part, self.P, self.moving, self.constraints, order)
+                return _with_still_neurons(self.data, part, self.P, self.moving, self.constraints, order,
+                                           self._still_switching())
             except Inexact:
                 self.recurrence = None
         return _taylor_reference(self.data, self.S, self.P, order, self.constraints, self.s0)
+
+    def raw_switching(self, k: int) -> list:
+        """``series(k).Zr[k]``: the raw ``Z[k]``, without making the mpf of the series."""
+        if self.recurrence is not None:
+            try:
+                self.recurrence.extend(k)
+                Zk = self.recurrence.switching(k)
+                if not self.moving or len(self.moving) == len(self.P):
+                    return Zk
+                if k == 0:
+                    return self._still_switching()
+                where = {j: p for p, j in enumerate(self.moving)}
+                return [[row[where[j]] if j in where else fzero for j in range(len(self.P))] for row in Zk]
+            except Inexact:
+                self.recurrence = None
+        return self.series(k).Zr[k]
+
+    def _still_switching(self) -> list:
+        """The whole network's raw ``Z[0]`` (the recurrence runs on the moving neurons only), made once."""
+        if self._z0 is None:
+            self._z0 = _switching([[x._mpf_ for x in row] for row in self.P], _Inputs(self.data), self.data.da,
+                                  mp.prec)
+        return self._z0
 
     def raw_order(self, k: int) -> list:
         """``raw_orders(series(k).C)[k]``: the raw ``C[k]`` row by row, for ``k >= 1`` without making the rest."""
@@ -517,14 +543,19 @@ def _outputs(a: Track, U: Track, lmax: int, k: int, cells, prec: int) -> list:
 
 
 def _outer_velocity(g: Track, U: Track, k: int, rows, prec: int) -> list:
-    """``a_j' = -fdot(G^[0..k], U_.j^[k..0])`` (raw), the exact sum over the samples ``rows[j]`` with a slope
-    ``s_ij != 0`` (``U_ij`` is an exact 0 at every order for the others)."""
+    """``a_j' = -fdot(G^[0..k], U_.j^[k..0])`` (raw): the exact sums over the samples, every neuron's at once from
+    ``U`` packed by sample (:meth:`~flowlib.mp.fast.Track.packed`: ``sum_i sum_l G_i^[l] (sum_j U_ij^[k-l]
+    2^(w j))`` holds neuron ``j``'s sum in field ``j``), one product per sample and order instead of one per
+    sample, neuron and order. ``U_ij`` is an exact 0 at every order where the slope ``s_ij`` is 0 (the samples
+    outside ``rows[j]``), so the sums are those over ``rows[j]``."""
     check_span([(g.lo[l], g.hi[l], U.lo[k - l], U.hi[k - l]) for l in range(k + 1)], prec)
     exp = g.exp_at(0) + U.exp_at(k)
-    m = len(rows)
-    terms = iter(convolutions([g.columns[i] for row in rows for i in row],
-                              [U.columns[i * m + j] for j, row in enumerate(rows) for i in row]))
-    return round_all([-sum(islice(terms, len(row))) for row in rows], exp, prec)
+    m, n = len(rows), len(g.columns)
+    # |sum_i sum_l G_i^[l] U_ij^[k-l]| <= n (k + 1) max|G| max|U| < 2^(width - 1)
+    field = g.width(0, k) + U.width(0, k) + (n * (k + 1)).bit_length() + 1
+    packs, width = U.packed("by sample", [slice(i * m, (i + 1) * m) for i in range(n)], field)
+    total = sum(sum(map(mul, g.columns[i], [packs[k - l][i] for l in range(k + 1)])) for i in range(n))
+    return round_all(list(map(neg, unpacked(total, m, width))), exp, prec)
 
 
 def _residual_rows(Sr, Gk, inputs: _Inputs, prec: int) -> list:
