@@ -210,3 +210,33 @@ def test_decision_boundary_beyond_float64():
     with mp.workdps(60):
         exact = boundary(*exact_state(1e14))
         assert abs(boundary(s[0, 0], s[0, 1], s[1, 0], s[1, 1]) - exact) <= mp.mpf("1e-20") * exact
+
+
+def test_a_run_leaves_the_garbage_collector_as_it_found_it():
+    # the run pauses the collector and sets each step's objects aside (gc.freeze), then gives them back to the
+    # oldest generation: the collector is on again and nothing stays frozen; where objects were frozen before the
+    # run (as before a fork), they stay frozen; where the collector was off, it stays off; the numbers are the same
+    import gc
+
+    prob, p0 = examples.three_points(5)
+    start = gc.get_freeze_count()  # 0, unless the launcher froze objects itself
+    reference = fl.gradient_flow(prob, p0, 5.0, dps=20)
+    assert reference.status == "success" and reference.n_steps > 3
+    assert gc.isenabled() and gc.get_freeze_count() == start
+    kept = [[object()] for _ in range(100)]
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        again = fl.gradient_flow(prob, p0, 5.0, dps=20)
+        assert gc.isenabled() and gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        off = fl.gradient_flow(prob, p0, 5.0, dps=20)
+        assert not gc.isenabled() and gc.get_freeze_count() == start
+    finally:
+        gc.enable()
+    for other in (again, off):
+        assert np.array_equal(other.states, reference.states) and np.array_equal(other.t, reference.t)
+    assert len(kept) == 100

@@ -1134,18 +1134,25 @@ def integrate(problem, P0, t_end, *, dps, rtol, order, caratheodory, selection, 
 
 @contextmanager
 def _young_collections():
-    """Pause the automatic garbage collection for a run; yields a function, called once a step, that collects the
-    youngest generation. A run keeps about ``(order + 1) m (d + 2)`` mpf a step (the dense output), which the
-    automatic collections of the older generations would traverse again and again as they accumulate (a fifth of
-    a long run's time); what a step leaves in reference cycles is young, and is collected all the same. The
-    collector's state is restored at the end (it is left alone when it was already off)."""
+    """Pause the automatic garbage collection for a run; yields a function, called once a step, that sets the
+    objects alive aside (``gc.freeze``: no collection traverses them) until the run ends, when they go back to the
+    oldest generation (``gc.unfreeze``). A run keeps about ``(order + 1) m (d + 2)`` mpf a step (the dense
+    output), which the automatic collections would traverse again and again as they accumulate (a fifth of a long
+    run's time); collecting the youngest generation after each step instead traversed each of them once more, 3-6%
+    of seed 003's runs at m = 50. A step leaves no reference cycles (none in those runs); any it left would be
+    collected after the run. The collector's state is restored at the end; it is left alone when it was off, and
+    where objects were frozen before the run (``gc.get_freeze_count()``, e.g. before a fork) the youngest
+    generation is collected each step instead, so that the run unfreezes nothing of theirs."""
     if not gc.isenabled():
         yield lambda: None
         return
     gc.disable()
+    frozen_before = gc.get_freeze_count()
     try:
-        yield lambda: gc.collect(0)
+        yield gc.freeze if not frozen_before else lambda: gc.collect(0)
     finally:
+        if not frozen_before:
+            gc.unfreeze()
         gc.enable()
 
 
