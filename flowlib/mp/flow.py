@@ -1138,7 +1138,7 @@ def _young_collections():
     objects alive aside (``gc.freeze``: no collection traverses them) until the run ends, when they go back to the
     oldest generation (``gc.unfreeze``). A run keeps about ``(order + 1) m (d + 2)`` mpf a step (the dense
     output), which the automatic collections would traverse again and again as they accumulate (a fifth of a long
-    run's time); collecting the youngest generation after each step instead traversed each of them once more, 3-6%
+    run's time); collecting the youngest generation after each step instead traversed each of them once more, 2-6%
     of seed 003's runs at m = 50. A step leaves no reference cycles (none in those runs); any it left would be
     collected after the run. The collector's state is restored at the end; it is left alone when it was off, and
     where objects were frozen before the run (``gc.get_freeze_count()``, e.g. before a fork) the youngest
