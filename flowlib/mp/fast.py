@@ -34,8 +34,10 @@ from mpmath.libmp import round_nearest as ROUND_NEAREST
 #: libmp rounds in C (gmpy2's ``_mpmath_create`` and ``_mpmath_normalize``): the roundings below call it directly,
 #: being then the very functions of mpf arithmetic; the pure-Python bodies serve the other backends.
 C_ROUNDING = BACKEND == "gmpy"
-if C_ROUNDING:
+try:  # gmpy2's field splitter, for :func:`unpacked` (libmp's "gmpy" backend can be the older gmpy, without it)
     from gmpy2 import unpack
+except ImportError:
+    unpack = None
 
 
 class Inexact(Exception):
@@ -75,7 +77,7 @@ def unpacked(total: int, count: int, width: int) -> list:
     by gmpy2's ``unpack`` where libmp computes with gmpy2, else by a shift and a mask."""
     half = 1 << (width - 1)
     total += _field_offsets(count, width)
-    if C_ROUNDING:
+    if C_ROUNDING and unpack is not None:
         return [field - half for field in unpack(total, width)]
     mask = (1 << width) - 1
     return [((total >> shift) & mask) - half for shift in range(0, width * count, width)]
