@@ -14,9 +14,10 @@ digits against the float64 flow of the same problem (seconds and ratio).
 ``python -m benchmarks.precision --against CHECKOUT`` compares the mpmath flow of this tree with another
 version of flowlib, each in its own process, one after the other: seed 003's three points (m = 50) at 30 digits to
 ``t = 0.5`` and ``t = 20``, the best of five and of two runs per version, with the steps, events and the largest
-difference of the final states (relative to the state's largest entry, at 40 digits). ``CHECKOUT`` is put first on ``PYTHONPATH``,
-so it must be importable from its root: a ``git worktree`` of a revision from before the editable-install layout
-check, e.g. ``git worktree add /tmp/base fdd7f91`` (the mpmath backend before its exact integer sums).
+difference of the final states (relative to the state's largest entry, at 40 digits). ``CHECKOUT`` is put first on
+``PYTHONPATH``, so it must be importable from its root: a ``git worktree`` of a revision from before the
+editable-install layout check, e.g. ``git worktree add /tmp/base fdd7f91`` (the mpmath backend before its exact
+integer sums).
 """
 
 from __future__ import annotations
