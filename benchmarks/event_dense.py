@@ -13,20 +13,27 @@ Two cases, each timed in one run against its peer (never against stored timings)
 
 The cost of an event is reported in *gradient evaluations*: the wall time per event over that of one numpy
 evaluation of the network's gradient (two matrix products, timed in the same run), the unit of the peer it
-replaces. Run ``python -m benchmarks.event_dense`` (``--quick`` for short horizons, ``--sweep`` for the curve over
-``m`` and ``n``, ``--pairs`` for B8 on other digit pairs and widths), or ``flowlib bench`` (``python -m
-benchmarks``), which runs both after its table (``--cases B8,B9`` for these alone).
+replaces; beside it, in the same unit, the six matrix products of an exact order-3 restart timed alone
+(:func:`restart_seconds`), what an event would cost if the rest of the step were free. Run ``python -m
+benchmarks.event_dense`` (``--quick`` for short horizons, ``--sweep`` for the curve over ``m`` and ``n``, ``--pairs``
+for B8 on other digit pairs and widths; ``--out DIR`` writes the rows to ``event_dense.json`` and, with ``--sweep``,
+the plot ``event_dense.png``), or ``flowlib bench`` (``python -m benchmarks``), which runs both after its table
+(``--cases B8,B9`` for these alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import time
+from pathlib import Path
 
 import numpy as np
 
 import flowlib as fl
+from flowlib.flow import kernel_network
+from flowlib.kernels.constants import ADAPTIVE_MIN_ORDER
 
 #: seconds of flow the wide case is given
 FLOW_SECONDS = 60.0
@@ -87,6 +94,48 @@ def numpy_gradient_seconds(prob, params, repeats: int = 200) -> float:
     return best
 
 
+def restart_products(prob, m: int, order: int = ADAPTIVE_MIN_ORDER) -> list:
+    """The matrix products an exact restart of the flow's Taylor series computes up to ``order``, as ``(kind,
+    shape of the left operand, shape of the right one)`` (the kernels' ``series.taylor_coefficients`` and
+    ``series.preactivations`` on the network's ``Xc``, which leaves out the columns that are 0 on every sample):
+
+    * ``"Z"``: the pre-activations ``Z0 = Xc @ P^T`` and their derivatives ``Z1`` (the event screen reads both),
+      ``(n, nc) @ (nc, m)``;
+    * ``"R"``: one per order ``k < order``, ``R^[k] = S^T @ (G^[k] Xc)``, the velocity's sums, ``(m, n) @ (n, nc)``;
+    * ``"T"``: one per order ``2 <= k < order``, ``S @ Q^[k]`` for the outputs' coefficients ``f^[k]``,
+      ``(n, m) @ (m, nc)``.
+
+    ``2 order`` products in all, whatever the rest of the step costs: ``order = ADAPTIVE_MIN_ORDER`` (3) is the
+    lowest order a step after an event stops at, and on event-dense flows most steps stop there."""
+    n = prob.n
+    nc = kernel_network(prob).Xc.shape[1]
+    z, r, t = ((n, nc), (nc, m)), ((m, n), (n, nc)), ((n, m), (m, nc))
+    return [("Z", *z)] * 2 + [("R", *r)] * order + [("T", *t)] * max(0, order - 2)
+
+
+def restart_seconds(prob, m: int, repeats: int = 200) -> float:
+    """Best time of the products of :func:`restart_products` in numpy (operands C-contiguous, as the kernels
+    lay them out; each kind timed alone, best of ``repeats``): the cost of an exact restart's BLAS alone, the floor
+    of an event's cost while every event restarts the series."""
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for kind in ("Z", "R", "T"):
+        shapes = [(left, right) for k, left, right in restart_products(prob, m) if k == kind]
+        if not shapes:
+            continue
+        left, right = shapes[0]
+        A = rng.standard_normal(left[::-1]).T if kind == "R" else rng.standard_normal(left)
+        B = rng.standard_normal(right)
+        out = np.empty((left[0], right[1]))
+        best = np.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            np.dot(A, B, out)
+            best = min(best, time.perf_counter() - t0)
+        total += best * len(shapes)
+    return total
+
+
 def measure(name: str, prob, p0, t_end: float, lr: float, max_seconds: float | None = None) -> dict:
     """Run the flow (to ``t_end``, or for ``max_seconds``) and GD over the same flow time; return the figures."""
     options = {"dense_output": False}
@@ -104,11 +153,13 @@ def measure(name: str, prob, p0, t_end: float, lr: float, max_seconds: float | N
     fl.gradient_descent(prob, p0, lr, steps)
     gd_s = time.perf_counter() - start
     unit = numpy_gradient_seconds(prob, p0)
+    floor = restart_seconds(prob, p0.m)
     events = res.n_events
     return {"case": name, "status": str(res.status), "t": reached, "events": events, "steps": res.n_steps,
             "flow_s": flow_s, "gd_iterations": steps, "gd_s": gd_s, "ratio": flow_s / gd_s,
             "gradient_ms": unit * 1e3, "per_event_ms": flow_s / max(events, 1) * 1e3,
             "gradients_per_event": flow_s / max(events, 1) / unit,
+            "restart_gradients": floor / unit,
             "gradients_per_step": flow_s / max(res.n_steps, 1) / unit}
 
 
@@ -174,14 +225,46 @@ def pairs() -> list:
 def table(rows: list) -> str:
     """The rows as a Markdown table."""
     head = ("| case | status | t reached | events | steps | flow s | GD it | GD s | flow / GD | gradient ms | "
-            "per event ms | gradients / event | gradients / step |")
-    lines = [head, "|" + "---|" * 13]
+            "per event ms | gradients / event | restart's products, in gradients | gradients / step |")
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         lines.append(f"| {r['case']} | {r['status']} | {r['t']:.4g} | {r['events']} | {r['steps']} | "
                      f"{r['flow_s']:.1f} | {r['gd_iterations']} | {r['gd_s']:.2f} | {r['ratio']:.1f} | "
                      f"{r['gradient_ms']:.3f} | {r['per_event_ms']:.2f} | {r['gradients_per_event']:.1f} | "
-                     f"{r['gradients_per_step']:.1f} |")
+                     f"{r['restart_gradients']:.1f} | {r['gradients_per_step']:.1f} |")
     return "\n".join(lines)
+
+
+def plot(rows: list, path: Path) -> None:
+    """The cost per event over the width (:func:`sweep`'s rows): one panel per problem (the digits over ``m``, the
+    teacher over ``n = m``), the measured gradients per event beside the exact restart's products alone
+    (:func:`restart_seconds`) and the issue's target of 2, all in units of one numpy gradient."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("digits", "width m (digits 0 vs 1, n = 360, d = 64)"), ("teacher", "n = m (teacher, d = 20)")]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, (prefix, label) in zip(axes, panels):
+        sel = [r for r in rows if r["case"].startswith(prefix)]
+        if not sel:
+            ax.set_visible(False)
+            continue
+        x = np.array([int(r["case"].rsplit("=", 1)[1]) for r in sel], float)
+        ax.plot(x, [r["gradients_per_event"] for r in sel], "o-", label="flow, per event (measured)")
+        ax.plot(x, [r["restart_gradients"] for r in sel], "s--",
+                label=f"an order-{ADAPTIVE_MIN_ORDER} restart's {2 * ADAPTIVE_MIN_ORDER} products alone")
+        ax.set_xticks(x)
+        ax.axhline(2.0, color="0.5", lw=0.8, label="target: 2 gradients")
+        ax.set_xlabel(label)
+        ax.set_ylabel("numpy gradient evaluations")
+        ax.set_ylim(bottom=0.0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv=None) -> None:
@@ -189,10 +272,23 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="short horizons (a smoke run)")
     parser.add_argument("--sweep", action="store_true", help="the cost per event over m and n instead")
     parser.add_argument("--pairs", action="store_true", help="B8 on other digit pairs and widths instead")
+    parser.add_argument("--out", default=None,
+                        help="folder for event_dense.json (and, with --sweep, the plot event_dense.png)")
     args = parser.parse_args(argv)
-    print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-          f"numpy {np.__version__}, flowlib {fl.__version__}")
-    print(table(sweep() if args.sweep else pairs() if args.pairs else run(args.quick)))
+    machine = (f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+               f"numpy {np.__version__}, flowlib {fl.__version__}")
+    print(machine)
+    rows = sweep() if args.sweep else pairs() if args.pairs else run(args.quick)
+    print(table(rows))
+    if args.out is not None:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "event_dense.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
+        if args.sweep:
+            plot(rows, out / "event_dense.png")
+            print(f"wrote {out / 'event_dense.json'} and {out / 'event_dense.png'}")
+        else:
+            print(f"wrote {out / 'event_dense.json'}")
 
 
 if __name__ == "__main__":
