@@ -124,6 +124,7 @@ def restart_seconds(prob, m: int, repeats: int = 200) -> float:
         if not shapes:
             continue
         left, right = shapes[0]
+        # R's left operand is the transposed view S.T of the C-contiguous slopes S (n, m), as in the kernel
         A = rng.standard_normal(left[::-1]).T if kind == "R" else rng.standard_normal(left)
         B = rng.standard_normal(right)
         out = np.empty((left[0], right[1]))

@@ -71,13 +71,20 @@ def preactivations(data: MPData, P) -> list:
 
 def _preactivations_raw(data: MPData, P) -> list:
     """:func:`preactivations` as raw mpf (on integers, :func:`_switching`, where that reproduces ``mp.fdot``)."""
-    da = data.da
     if mp._prec_rounding[1] == ROUND_NEAREST:
         try:
-            return _switching([[x._mpf_ for x in row[:da]] for row in P], _Inputs(data), da, mp.prec)
+            return _exact_preactivations(data, P)
         except Inexact:
             pass
+    da = data.da
     return [[mp.fdot(P[j][:da], x)._mpf_ for j in range(len(P))] for x in data.Xa]
+
+
+def _exact_preactivations(data: MPData, P) -> list:
+    """:func:`_preactivations_raw` on integers (:func:`_switching`); raises :class:`Inexact` where the state
+    spans too many bits for that to reproduce ``mp.fdot``."""
+    da = data.da
+    return _switching([[x._mpf_ for x in row[:da]] for row in P], _Inputs(data), da, mp.prec)
 
 
 def outputs(data: MPData, P, S) -> list:
@@ -350,10 +357,15 @@ def _with_still_neurons(data: MPData, part: Series, P, moving, constraints, orde
     width = data.da + 1
     C = [[list(part.C[0][where[j]]) if j in where else list(P[j]) for j in range(len(P))]]
     C += [[Ck[where[j]] if j in where else [zero] * width for j in range(len(P))] for Ck in part.C[1:]]
-    prec = mp.prec
-    Zr = [Z0 if Z0 is not None else _switching([[x._mpf_ for x in row] for row in P], _Inputs(data), data.da, prec)]
-    Zr += [[[row[where[j]] if j in where else fzero for j in range(len(P))] for row in Zk] for Zk in part.Zr[1:]]
+    Zr = [Z0 if Z0 is not None else _exact_preactivations(data, P)]
+    Zr += [_whole_layer(Zk, where, len(P)) for Zk in part.Zr[1:]]
     return Series(C=C, G=part.G, Cm=part.Cm, F=part.F, Cr=raw_orders(C), Zr=Zr)
+
+
+def _whole_layer(Zk, where: dict, m: int) -> list:
+    """A raw layer ``Z[k]`` (``k >= 1``) of the moving neurons (``where``: neuron -> its column in ``Zk``) as the
+    whole network's: an exact zero in the columns of the still neurons."""
+    return [[row[where[j]] if j in where else fzero for j in range(m)] for row in Zk]
 
 
 def _taylor_moving(data: MPData, S, P, order: int, constraints, s0, n_slots: int) -> Series:
@@ -481,8 +493,7 @@ class TaylorExpansion:
                     return Zk
                 if k == 0:
                     return self._still_switching()
-                where = {j: p for p, j in enumerate(self.moving)}
-                return [[row[where[j]] if j in where else fzero for j in range(len(self.P))] for row in Zk]
+                return _whole_layer(Zk, {j: p for p, j in enumerate(self.moving)}, len(self.P))
             except Inexact:
                 self.recurrence = None
         return self.series(k).Zr[k]
@@ -490,8 +501,7 @@ class TaylorExpansion:
     def _still_switching(self) -> list:
         """The whole network's raw ``Z[0]`` (the recurrence runs on the moving neurons only), made once."""
         if self._z0 is None:
-            self._z0 = _switching([[x._mpf_ for x in row] for row in self.P], _Inputs(self.data), self.data.da,
-                                  mp.prec)
+            self._z0 = _exact_preactivations(self.data, self.P)
         return self._z0
 
     def raw_order(self, k: int) -> list:
